@@ -21,7 +21,8 @@ the names, arguments, return values, exceptions and defaults are the predecessor
 A ``score`` is the predecessor's throughout, a speedup over the operator's original
 code: a kexp step measured against its parent is handed out with its cumulative score
 as ``score`` (``measured_against: reference``, its ``pid`` kept; the file unchanged; its
-top dict adds ``step_score``, ``cumulative_score``, ``measured_against``), and what is
+top dict adds ``step_score``, ``cumulative_score``, ``measured_against``, and
+``suspect``: why kexp finds a measurement too good to be true), and what is
 written back is read the same way: values equal to those handed out change nothing (an
 unchanged ``id`` and the derived keys too), a restored record keeps the same cumulative
 score, a new ``score`` (or a new ``pid``) keeps a speedup over the original code.
@@ -34,7 +35,8 @@ lacks its records, the first call warns once, naming ``kexp import``. kexp valid
 what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
 deleting a parent are refused with an exception naming the field, and nothing written;
 so is a record written back that was read before a correction (its
-``detailed_description`` lacks a dated correction note the file holds).
+``detailed_description`` lacks a dated correction note the file holds), or a step's
+before one of its ancestors was retired or corrected (its score the old product).
 
 New code should use :mod:`kexp` itself (id prefixes, filters, lineage, git).
 """
@@ -43,15 +45,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import re
 import shutil
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import model
+from kexp.core.advice import REMEASURE
 from kexp.core.errors import (
     ExperimentNotFoundError,
     KexpError,
@@ -94,7 +99,8 @@ SAMPLE_BASE_COMMIT = "0" * 40
 #: additions (so a high score that is buggy, pending or a regression shows as such, and
 #: a step's score over its parent as one: ``cumulative_score`` is its speedup over the
 #: original code, None when it cannot be known; ``measured_against`` says what
-#: ``score`` is over, ``parent`` or ``reference``).
+#: ``score`` is over, ``parent`` or ``reference``; ``suspect`` why its measurement is
+#: too good to be true, as ``kexp top`` flags it: it still ranks by its score here).
 TOP_KEYS = (
     "base_commit",
     "change_summary",
@@ -116,6 +122,7 @@ EXTRA_TOP_KEYS = (
     "step_score",
     "cumulative_score",
     "measured_against",
+    "suspect",
 )
 
 
@@ -245,7 +252,10 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     warning too. Values equal to those handed out (a record or a ``top_experiments``
     dict written back) change nothing (:func:`_written_back`). A record read before a
     correction of the experiment (``kexp update --reason``, ``kexp remeasure``) and
-    written back is refused (:func:`_refuse_stale`).
+    written back is refused (:func:`_refuse_stale`), as is a step's record read before
+    an ancestor was retired or corrected (:func:`_refuse_read_before_lineage`). A new
+    score the old measurement's ``score_ci`` does not hold drops it
+    (:func:`_without_old_interval`), as ``kexp update --set score=`` does.
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
@@ -259,10 +269,12 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     with store.editing(exp_id, names_others=bool({"pid", "combines"} & set(changes))):
         old = store.get_experiment(exp_id)
         _refuse_stale(old, changes)
-        changes = _written_back(old, changes)
+        given, changes = changes, _written_back(old, changes)
+        _refuse_read_before_lineage(store, old, given, changes)
         said = ""
         if {"pid", "score"} & set(changes) and "measured_against" not in changes:
             changes, said = _over_the_reference(old, changes)
+        changes, said = _without_old_interval(old, changes, said)
         if not changes:
             return _handed_out(old)
         updated = store.update_experiment(exp_id, **changes)
@@ -467,6 +479,111 @@ def _over_the_reference(
     return {**changes, "measured_against": "reference"}, said
 
 
+def _without_old_interval(
+    old: model.KernelExperiment, changes: dict[str, Any], said: str
+) -> tuple[dict[str, Any], str]:
+    """``changes`` with ``old``'s ``score_ci`` dropped where a new ``score`` leaves it
+    behind (as ``kexp update --set score=`` drops it): the interval of the old
+    measurement, over what it was measured against, holds neither a score over
+    something else nor one outside it; and ``said`` (the warning of the update) saying
+    so, or a warning of its own."""
+    score = changes.get("score", old.score)
+    interval = old.score_ci
+    if "score_ci" in changes or len(interval) != 2 or score == old.score:
+        return changes, said
+    against = SimpleNamespace(
+        pid=changes.get("pid", old.pid),
+        measured_against=changes.get("measured_against", old.measured_against),
+    )
+    low, high = interval
+    same_basis = measured_against_parent(against) == measured_against_parent(old)
+    if same_basis and isinstance(score, (int, float)) and low <= score <= high:
+        return changes, said  # the old measurement still holds it
+    dropped = f"score_ci [{low}, {high}], the interval of its old measurement, is dropped"
+    if said:
+        return {**changes, "score_ci": []}, f"{said}; its {dropped}"
+    said = (
+        f"kernel_exp_dataclass: experiment {old.id[:SHOWN_LENGTH]}'s {dropped}: it does "
+        f"not hold the new score {score} (measure again for a new one: "
+        f"{REMEASURE.say(id=old.id[:SHOWN_LENGTH])})"
+    )
+    return {**changes, "score_ci": []}, said
+
+
+def _refuse_read_before_lineage(
+    store: Store, old: model.KernelExperiment, given: dict[str, Any], kept: dict[str, Any]
+) -> None:
+    """Refuse (a ``ValueError``, one line, nothing written) a record of a step written
+    back with the score it was handed out with before one of its ancestors changed:
+    the step's speedup over the original code through ancestors since retired (status
+    failed), flagged buggy, or corrected (their dated notes: ``score A → B``). Such a
+    score is no new measurement of the caller's (it would record the old product over
+    the reference), but a record read before the change: read it again."""
+    if "score" not in kept or not measured_against_parent(old):
+        return
+    if not any(key != "score" and getattr(old, key, None) == value for key, value in given.items()):
+        return  # a score given alone (or with other changes) is the caller's own
+    score = kept["score"]
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
+        return
+    chain = _chain_to_the_reference(store, old)
+    for at, ancestor in enumerate(chain[1:], start=1):
+        what = _left_the_product(ancestor)
+        for before in _scores_before(ancestor):
+            if not what and before == ancestor.score:
+                continue  # as it was: not what changed the score handed out
+            product = math.prod(
+                before if index == at else float(exp.score) for index, exp in enumerate(chain)
+            )
+            if math.isclose(product, score, rel_tol=1e-9):
+                changed = what or f"its score corrected from {before:g} to {ancestor.score:g}"
+                raise ValidationError(
+                    f"{old.id} changed since you read it: the score you were handed, "
+                    f"{score:g} over the original code, was its speedup through its "
+                    f"ancestor {ancestor.id[:SHOWN_LENGTH]}, {changed} since: read it "
+                    "again with get_experiment and apply your change to that",
+                    [],
+                )
+
+
+def _chain_to_the_reference(store: Store, old: model.KernelExperiment) -> list[Any]:
+    """``old`` and its ancestors, nearest first, as far as the nearest one measured
+    against the reference (whatever their status: what was handed out before)."""
+    chain: list[Any] = [old]
+    for ancestor in store.ancestors(old.id):
+        if not measured_against_parent(chain[-1]):
+            break
+        chain.append(ancestor)
+    return chain
+
+
+def _left_the_product(ancestor: Any) -> str:
+    """Why ``ancestor``'s code no longer counts in the speedup of the steps on it (what
+    became of it), or ''."""
+    if ancestor.status == "failed":
+        return "retired (status failed)"
+    if ancestor.is_buggy:
+        return "flagged buggy"
+    if ancestor.status in ("new", "running"):
+        return f"made pending (status {ancestor.status})"
+    return ""
+
+
+def _scores_before(exp: Any) -> list[float]:
+    """``exp``'s score, and those its dated correction notes say it had before."""
+    # lazy: only where a step's record is written back with another score
+    from kexp.measure.corrections import note_value
+
+    scores = [float(exp.score)]
+    now = f" → {note_value(exp.score)}"
+    for line in exp.detailed_description.splitlines():
+        for part in _note_parts(line.strip()) if _NOTE.match(line.strip()) else []:
+            if part.startswith("score ") and part.endswith(now):
+                with contextlib.suppress(ValueError):
+                    scores.append(float(part[len("score ") : -len(now)]))
+    return scores
+
+
 def delete_experiment(exp_id: str) -> None:
     """Delete the experiment with this id; ``KeyError`` when there is none.
 
@@ -527,12 +644,18 @@ def _top_dict(exp: model.KernelExperiment) -> dict[str, Any]:
     """The predecessor's ten keys (``score`` in its meaning, :func:`_handed_out`), then
     kexp's: ``step_score`` is the score the file holds, over what ``measured_against``
     says (as kexp reads it: a record without a pid, or without a word, is over the
-    reference)."""
+    reference); ``suspect``, why kexp finds its measurement too good (or too small) to
+    be true, as ``kexp top`` flags it (empty when believable)."""
     shown = _handed_out(exp)
     data = {key: getattr(shown, key) for key in TOP_KEYS}
-    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS if key != "step_score")
+    # lazy: only top_experiments judges suspicion
+    from kexp.format.suspect import suspect_reasons
+
+    data.update((key, getattr(exp, key)) for key in EXTRA_TOP_KEYS[:5])
     data["step_score"] = exp.score
+    data["cumulative_score"] = exp.cumulative_score
     data["measured_against"] = "parent" if measured_against_parent(exp) else "reference"
+    data["suspect"] = suspect_reasons(exp, exp.settings)
     return data
 
 

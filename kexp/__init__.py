@@ -205,8 +205,14 @@ def create_experiment(
 
 
 def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
-    """Change fields of an experiment (validated, atomic, only changed lines rewritten)."""
-    return default_store().update_experiment(exp_id, **changes)
+    """Change fields of an experiment (validated, atomic, only changed lines rewritten):
+    ``kexp update ID --set FIELD=VALUE ...`` in one call
+    (:func:`kexp.measure.corrections.correct`): a new ``score`` restates the summary's
+    figure and drops the old measurement's ``score_ci``, warning of what still holds it."""
+    # lazy: import kexp loads nothing of the library
+    from kexp.measure.corrections import correct
+
+    return correct(default_store(), exp_id, changes)
 
 
 def delete_experiment(exp_id: str, *, force: bool = False) -> Path:

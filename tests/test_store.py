@@ -30,6 +30,7 @@ from kexp import (
     ValidationError,
     find_root,
 )
+from kexp.core.errors import StaleMeasurementWarning
 from kexp.storage.cache import RACY_NS
 from kexp.storage.store import slugify
 
@@ -1009,8 +1010,11 @@ def test_module_functions_use_the_default_store(
     assert ids_of(kexp.list_experiments(operator="paged")) == [c.b.id, c.e.id]
     assert ids_of(kexp.children(c.a.id)) == [c.b.id, c.d.id]
     assert ids_of(kexp.ancestors(c.e.id)) == [c.b.id, c.a.id]
-    updated = kexp.update_experiment(c.a.id, score=1.06)
+    # kexp update in one call: the summary's figure follows, the raw result is said stale
+    with pytest.warns(StaleMeasurementWarning, match="raw_result still holds"):
+        updated = kexp.update_experiment(c.a.id, score=1.06)
     assert kexp.get_experiment(c.a.id).score == updated.score == 1.06
+    assert updated.change_summary == "Unrolled the store loop by 4 - +6.0%"
     kexp.delete_experiment(c.e.id)
     assert c.e.id not in ids_of(kexp.list_experiments())
     assert kexp.validate() == []

@@ -112,6 +112,15 @@ def _delta(node: TreeNode, layout: _Layout) -> str:
     return _delta_text(node.delta_pct, layout)
 
 
+def _step_score(exp: KernelExperiment) -> float | None:
+    """What the step column shows: the score of the step over its parent's code; for
+    one measured against the reference on a parent (an old caller's child, an import),
+    its score over its parent's cumulative score, which its outcome is judged on."""
+    shown = exp.derived.shown_score
+    over = exp.derived.parent_cumulative
+    return shown / over if shown is not None and over else shown
+
+
 def _print_node(
     root: TreeNode,
     lead: str,
@@ -190,7 +199,7 @@ def _print_line(
 
     cumulative = exp.cumulative_score
     shown = "-" if cumulative is None else f"{cumulative:.{digits}f}"
-    step = describe_score(exp.derived.shown_score, (), digits)
+    step = describe_score(_step_score(exp), (), digits)
     head = f"{lead}{mark} {exp.id[:id_length]}{gap}{shown:>{digits + 2}} {step:>{digits + 2}} "
     head += f"{_delta(node, layout)}{gap}{exp.outcome:<{layout.outcome_width}} "
     summary = one_line(exp.change_summary)
