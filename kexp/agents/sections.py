@@ -12,7 +12,7 @@ from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import ASK_ONE_ENV, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
-from kexp.storage.operators import closest_operators, distinct
+from kexp.storage.operators import closest_operators, distinct, spelled
 from kexp.storage.query import believed_best
 
 if TYPE_CHECKING:
@@ -224,8 +224,6 @@ def several_matched(
     each is a campaign of its own, and the packet's best is the best of them all."""
     notes = []
     for name, (value, found) in filters.items():
-        if not value or len(found) < 2:
-            continue
         column = _FIELDS[name]
         said: list[str] = []
         matched: list[dict[str, Any]] = []
@@ -251,6 +249,8 @@ def several_matched(
                     else f"best {score:.4f}x {short(best.id)}"
                 )
                 said.append(f"{cut(shown)!r} ({mine})")
+        if not value or len({spelled(column, key) for key, _, _ in found}) < 2:
+            continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         more = f" and {len(found) - NAMED_VALUES} more" if len(found) > NAMED_VALUES else ""
         text = (
             f"{value!r} matches {len(found)} {name}s: {'; '.join(said)}{more}. Each is a "
