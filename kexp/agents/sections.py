@@ -12,7 +12,7 @@ from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import ASK_ONE_ENV, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
-from kexp.storage.operators import closest_operators, distinct, spelled
+from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
 
 if TYPE_CHECKING:
@@ -95,8 +95,9 @@ def not_tried(
 ) -> list[Entry]:
     """The dtypes and envs never tried, or never improved, on the operator (those asked
     for first; with ``env`` given, only the envs it matches: another machine's is not
-    the asker's to try; with ``dtype`` given, no dtype only other operators have), and
-    the configurations of ``results`` no experiment improved."""
+    the asker's to try, nor a part of the operator's env it reads; with ``dtype`` given,
+    no dtype only other operators have), and the configurations of ``results`` no
+    experiment improved."""
     entries: list[Entry] = []
     rank = 0
     for column, wanted, wanted_other, label, other_label in (
@@ -107,21 +108,27 @@ def not_tried(
         # tried on it at all (with any other: what "never tried" must not deny).
         tried: dict[str, list[Row]] = {}
         anywhere: dict[str, list[Row]] = {}
-        other = None if wanted_other is None else wanted_other.lower()
+        other_column = _COLUMN[other_label]
         for doc in on_operator:
-            if column == "dtype_sig":
-                value, against = doc.dtype_sig, doc.env
-            else:
-                value, against = doc.env, doc.dtype_sig
+            value = getattr(doc, column)
             anywhere.setdefault(value.lower(), []).append(doc)
-            if other is None or other in against.lower():
+            if contains_wanted(getattr(doc, other_column), wanted_other, other_column):
                 tried.setdefault(value.lower(), []).append(doc)
         listed = distinct(search.rows, column)[:40]
-        if column == "env" and wanted:  # another machine's env: not this agent's to try
-            listed = [item for item in listed if contains_wanted(item[0], wanted)]
+        # The operator's env(s) the filter reads (kexp context's "here"): what the
+        # packet's counts are of, so no part of one is "never tried" (MI300X of
+        # "MI300X, ROCm 7.0.0"), nor another machine's env (not this agent's to try).
+        read = {key for key, _, _ in matching(on_operator, column, wanted)} if wanted else set()
+        if column == "env" and wanted:
+            listed = [
+                item
+                for item in listed
+                if contains_wanted(item[0], wanted, column)
+                and (item[0] in read or not any(part_of(column, item[0], key) for key in read))
+            ]
         elif wanted:  # another kernel's dtype, never this one's: no campaign to read
-            listed = [i for i in listed if contains_wanted(i[0], wanted) or i[0] in anywhere]
-        if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
+            listed = [item for item in listed if item[0] in anywhere]
+        if wanted and not any(contains_wanted(value, wanted, column) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))
         for value, shown, _ in listed:

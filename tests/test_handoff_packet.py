@@ -1,0 +1,36 @@
+"""A memoryless agent B takes over agent A's campaign (trial O): what its packet said
+wrong besides the spellings (:mod:`test_spellings`). "Not tried yet" offered ``env
+MI300X: never tried`` while its counts read every experiment of the operator on
+``MI300X, ROCm 7.0.0``, and another kernel's dtype (``bf16 -> fp8``); a fresh clone that
+did not read fetched branches said "Start with an A/A run" before its "not read" line;
+an imported record whose insight is the template's ``None yet.`` showed that, not its
+error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_kexp
+from test_spellings import add
+
+from kexp import Store
+
+
+def test_not_tried_offers_neither_the_env_counted_nor_another_kernels_dtype(
+    repo: Path, store: Store
+) -> None:
+    where = {"operator": "csrc/cache.cu: reshape_and_cache_flash", "env": "MI300X, ROCm 7.0.0"}
+    add(repo, "Vectorize key store 16B - +3%", 1.03, **where)
+    add(repo, "Unroll 8 - -2%", 0.98, **where)
+    add(repo, "Persistent rmsnorm - +5%", 1.05, operator="csrc/rms.cu: rmsnorm_quant",
+        dtype="bf16 -> fp8", env="MI300X")  # fmt: skip
+    asked = ("context", "--operator", "reshape_and_cache_flash", "--dtype", "bf16")
+    text = run_kexp(*asked, "--env", "MI300X", cwd=repo, process=True).stdout
+    assert "2 of them for this dtype and env: 1 improved" in text, text
+    assert "Not tried yet" not in text, text  # MI300X is the env counted; fp8 rmsnorm's
+    # Its own env where it never improved is still said, and no other machine's.
+    add(repo, "Unroll 4 - -1%", 0.97, **{**where, "env": "MI300X, ROCm 6.3.1"})
+    data = json.loads(run_kexp(*asked, "--env", "MI300X", "--json", cwd=repo).stdout)
+    said = [(e["kind"], e["value"], e["tried"]) for e in data["not_tried"]]
+    assert said == [("env", "MI300X, ROCm 6.3.1", 1)], said
