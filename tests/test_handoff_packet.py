@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_kexp
-from test_spellings import add
+import pytest
+from conftest import git, run_kexp
+from test_spellings import add, consult
+from test_sync import clone, make_remote
 
 from kexp import Store
 
@@ -34,3 +36,39 @@ def test_not_tried_offers_neither_the_env_counted_nor_another_kernels_dtype(
     data = json.loads(run_kexp(*asked, "--env", "MI300X", "--json", cwd=repo).stdout)
     said = [(e["kind"], e["value"], e["tried"]) for e in data["not_tried"]]
     assert said == [("env", "MI300X, ROCm 6.3.1", 1)], said
+
+
+def test_a_clone_that_did_not_read_fetched_branches_says_so_before_anything(
+    tmp_path: Path,
+) -> None:
+    remote, _ = make_remote(tmp_path)
+    a = clone(remote, tmp_path / "a")
+    add(a, "Tiling 128x64 - +15%", 1.15)
+    assert run_kexp("sync", "--branch", "kexp/agentA", cwd=a, process=True).returncode == 0
+    b = clone(remote, tmp_path / "b")
+    git(b, "fetch", "-q", "origin")
+    text, data = consult(b, "--dtype", "bf16", "--env", "H100")
+    summary = text.split("\n\n", 1)[1].splitlines()
+    assert summary[0].startswith("not read: 1 experiment file(s)"), summary
+    assert "Start with an A/A run" not in text and "start its campaign" not in text
+    from kexp.agents.sections import UNREAD_START
+
+    assert data["start"] == UNREAD_START and summary[2].startswith(UNREAD_START), summary
+    assert data["unread"] == summary[0]
+
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    answers: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "consult", operator="fused_attention_fwd", dtype="bf16", env="H100"
+        )
+        assert not failed, texts
+        answers.append(texts[0])
+
+    run_agent(b, work)
+    assert "not read: 1 experiment file(s)" in answers[0] and "A/A run" not in answers[0]
+    across = run_kexp("context", "--operator", "fused_attention_fwd", "--all-refs", cwd=b)
+    assert "Tiling 128x64 - +15%" in across.stdout and UNREAD_START not in across.stdout

@@ -80,6 +80,23 @@ def do_not_repeat(
     return entries
 
 
+#: What a packet read from the working tree alone says, where fetched branches hold
+#: experiment files it did not read (its ``unread`` line), in place of how a campaign
+#: starts: nothing recorded in the files read is not nothing recorded.
+UNREAD_START = (
+    "Nothing recorded here in this checkout's files, but fetched branches hold "
+    "experiment files it has not read (see 'not read'): read across refs before "
+    "starting a campaign here; they may hold it."
+)
+
+
+def with_unread(header: dict[str, Any], unread: str | None) -> dict[str, Any]:
+    """``header`` with the ``unread`` line (what fetched branches hold, not read): where
+    there is one, :data:`UNREAD_START` in place of how a campaign starts."""
+    start = UNREAD_START if unread and header.get("start") else header.get("start")
+    return {**header, "start": start, "unread": unread}
+
+
 #: The column of a dtype or env, by its name in the packet.
 _COLUMN = {"dtype": "dtype_sig", "env": "env"}
 
@@ -232,6 +249,8 @@ def several_matched(
     notes = []
     for name, (value, found) in filters.items():
         column = _FIELDS[name]
+        if not value or len({spelled(column, key) for key, _, _ in found}) < 2:
+            continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         said: list[str] = []
         matched: list[dict[str, Any]] = []
         for key, shown, count in sorted(found, key=lambda item: item[0]):
@@ -256,8 +275,6 @@ def several_matched(
                     else f"best {score:.4f}x {short(best.id)}"
                 )
                 said.append(f"{cut(shown)!r} ({mine})")
-        if not value or len({spelled(column, key) for key, _, _ in found}) < 2:
-            continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         more = f" and {len(found) - NAMED_VALUES} more" if len(found) > NAMED_VALUES else ""
         text = (
             f"{value!r} matches {len(found)} {name}s: {'; '.join(said)}{more}. Each is a "
