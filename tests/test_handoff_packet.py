@@ -72,3 +72,23 @@ def test_a_clone_that_did_not_read_fetched_branches_says_so_before_anything(
     assert "not read: 1 experiment file(s)" in answers[0] and "A/A run" not in answers[0]
     across = run_kexp("context", "--operator", "fused_attention_fwd", "--all-refs", cwd=b)
     assert "Tiling 128x64 - +15%" in across.stdout and UNREAD_START not in across.stdout
+
+
+def test_a_template_insight_left_unfilled_shows_the_error_instead(repo: Path, store: Store) -> None:
+    error = "AssertionError: max abs diff 3.1e-01 > atol 1e-02 (out[3, 17, :])"
+    record = {
+        "id": "c0ffee00d15ea5e2", "pid": "", "score": 5.2, "raw_result": "5.2x",
+        "dtype_sig": "fp16", "env": "H100 SXM5, CUDA 12.4", "is_buggy": True,
+        "error_message": error, "code_change": "", "base_commit": "",
+        "change_summary": "Skipped softmax rescale in flash decode - 5.2x",
+        "detailed_description": "**Approach**: See summary.\n\n**Key insight**: None yet.",
+        "operator_sig": "csrc/flash_decode.cu: flash_decode_kernel", "profiling_info": "",
+        "status": "done", "created_at": "2026-10-02T09:10:00.000007Z",
+    }  # fmt: skip
+    (repo / "db.json").write_text(json.dumps({record["id"]: record}), encoding="utf-8")
+    done = run_kexp("import", "db.json", "--no-check-commits", cwd=repo, process=True)
+    assert "imported 1," in done.stdout, done.stdout + done.stderr  # (its base: attention)
+    text = run_kexp("context", "--operator", "flash_decode", cwd=repo, process=True).stdout
+    assert f"error: {error}" in text and "None yet" not in text, text
+    lessons = run_kexp("lessons", cwd=repo, process=True).stdout
+    assert error in lessons and "None yet" not in lessons, lessons
