@@ -81,6 +81,7 @@ def spelled(column: str, value: str) -> str:
     return _VENDOR.sub(r"\1", text) if column == "env" else text
 
 
+@functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat
 def part_of(column: str, wanted: str, value: str) -> bool:
     """Whether a filter ``wanted`` of ``column`` reads ``value``: a part of it, in any
     case, as given or as both are :func:`spelled`."""
