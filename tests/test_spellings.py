@@ -91,7 +91,9 @@ def test_spellings_of_one_dtype_are_one_campaign_and_exact_values_stay_alone(
     text, data = consult(repo, "--dtype", "bf16")
     assert data["experiments_here"] == 2 and data["several"] is None, data
     assert data["best"]["change_summary"] == "Tiling - +15%" and "matches 2 dtypes" not in text
-    # An alias is a part of a value as its short name is: fp8 of "bf16 -> fp8".
+    # An alias is a part of a value as its short name is: fp8 of "bf16 -> fp8"; the
+    # other fp8 (e5m2), better here, is another dtype.
+    add(repo, "E5M2 cast - +40%", 1.4, dtype="torch.float8_e5m2")
     _, data = consult(repo, "--dtype", "float8_e4m3fn")
     assert data["best"]["change_summary"] == "FP8 cast - +30%", data
     # The table: each usual name is its short one, with or without its module.

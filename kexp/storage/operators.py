@@ -84,11 +84,19 @@ def spelled(column: str, value: str) -> str:
 @functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat
 def part_of(column: str, wanted: str, value: str) -> bool:
     """Whether a filter ``wanted`` of ``column`` reads ``value``: a part of it, in any
-    case, as given or as both are :func:`spelled`."""
+    case, as given or as both are :func:`spelled` (a dtype so spelt: a whole name of
+    it, ``fp8`` of ``bf16->fp8``, not of ``fp8e5m2``)."""
     if wanted.lower() in value.lower():
         return True
     mine = spelled(column, wanted)
-    return bool(mine) and mine in spelled(column, value)
+    if not mine:
+        return False
+    if column == "dtype_sig":  # a dtype named whole: fp8 (e4m3) is no part of fp8e5m2
+        return (
+            re.search(rf"(?<![a-z0-9]){re.escape(mine)}(?![a-z0-9])", spelled(column, value))
+            is not None
+        )
+    return mine in spelled(column, value)
 
 
 def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
