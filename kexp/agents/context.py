@@ -94,6 +94,7 @@ from kexp.agents.sections import (
     not_tried,
     several_envs,
     several_matched,
+    with_unread,
 )
 from kexp.core.errors import KexpError
 from kexp.core.outcome import (
@@ -195,7 +196,7 @@ def context(
     header, kept = asked(store, lambda: store.answered(question, gather))
     # What fetched branches hold that a read of the working tree alone did not see: a
     # line of its own, never kept (it changes with a git fetch, not with the files).
-    header = {**header, "unread": unread_fetched(store)}
+    header = with_unread(header, unread_fetched(store))
     return fit(header, [Entry(*entry) for entry in kept], budget, output)
 
 

@@ -15,6 +15,7 @@ from kexp.core.outcome import NOTHING_MEASURED
 from kexp.core.suspicion import folded
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.storage.doctext import score_interval
+from kexp.storage.operators import part_of
 from kexp.storage.rows import LOCAL
 
 if TYPE_CHECKING:
@@ -24,9 +25,12 @@ if TYPE_CHECKING:
     from kexp.storage.rows import Row, Sighting
 
 
-def contains_wanted(value: str, wanted: str | None) -> bool:
-    """Whether ``wanted`` is in ``value``, in any case (None: anything is)."""
-    return wanted is None or wanted.lower() in value.lower()
+def contains_wanted(value: str, wanted: str | None, column: str | None = None) -> bool:
+    """Whether a filter ``wanted`` of ``column`` (``dtype_sig``, ``env``; None: either)
+    reads ``value`` (None: anything is; :func:`kexp.storage.operators.part_of`: a part of
+    it, in any case or spelling)."""
+    columns = (column,) if column else ("dtype_sig", "env")
+    return wanted is None or any(part_of(name, wanted, value) for name in columns)
 
 
 def lineage_entries(

@@ -248,6 +248,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
     )
     if header.get("no_match"):  # not "0 experiment(s) on this operator": none is it
         summary = header["no_match"]
+    if header.get("unread"):  # what fetched branches hold, not read: said first
+        summary = f"{header['unread']}\n{summary}"
     if header.get("noise_floor"):
         summary += f"\n{header['noise_floor']['text']}."
     if header.get("envs"):
@@ -264,8 +266,6 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary += f" Plan: {cut(header['plan'])!r}."
     if header.get("diff_lines") is not None:
         summary += f" Diff: {header['diff_lines']} changed line(s)."
-    if header.get("unread"):  # what fetched branches hold, not read
-        summary += f"\n{header['unread']}"
     lines.append(summary)
     lines.append(f"Budget: {budget} tokens (characters / {CHARS_PER_TOKEN}).")
     sections = _by_section(kept)

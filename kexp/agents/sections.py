@@ -12,7 +12,7 @@ from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import ASK_ONE_ENV, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
-from kexp.storage.operators import closest_operators, distinct
+from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
 
 if TYPE_CHECKING:
@@ -80,6 +80,23 @@ def do_not_repeat(
     return entries
 
 
+#: What a packet read from the working tree alone says, where fetched branches hold
+#: experiment files it did not read (its ``unread`` line), in place of how a campaign
+#: starts: nothing recorded in the files read is not nothing recorded.
+UNREAD_START = (
+    "Nothing recorded here in this checkout's files, but fetched branches hold "
+    "experiment files it has not read (see 'not read'): read across refs before "
+    "starting a campaign here; they may hold it."
+)
+
+
+def with_unread(header: dict[str, Any], unread: str | None) -> dict[str, Any]:
+    """``header`` with the ``unread`` line (what fetched branches hold, not read): where
+    there is one, :data:`UNREAD_START` in place of how a campaign starts."""
+    start = UNREAD_START if unread and header.get("start") else header.get("start")
+    return {**header, "start": start, "unread": unread}
+
+
 #: The column of a dtype or env, by its name in the packet.
 _COLUMN = {"dtype": "dtype_sig", "env": "env"}
 
@@ -95,8 +112,9 @@ def not_tried(
 ) -> list[Entry]:
     """The dtypes and envs never tried, or never improved, on the operator (those asked
     for first; with ``env`` given, only the envs it matches: another machine's is not
-    the asker's to try; with ``dtype`` given, no dtype only other operators have), and
-    the configurations of ``results`` no experiment improved."""
+    the asker's to try, nor a part of the operator's env it reads; with ``dtype`` given,
+    no dtype only other operators have), and the configurations of ``results`` no
+    experiment improved."""
     entries: list[Entry] = []
     rank = 0
     for column, wanted, wanted_other, label, other_label in (
@@ -107,21 +125,27 @@ def not_tried(
         # tried on it at all (with any other: what "never tried" must not deny).
         tried: dict[str, list[Row]] = {}
         anywhere: dict[str, list[Row]] = {}
-        other = None if wanted_other is None else wanted_other.lower()
+        other_column = _COLUMN[other_label]
         for doc in on_operator:
-            if column == "dtype_sig":
-                value, against = doc.dtype_sig, doc.env
-            else:
-                value, against = doc.env, doc.dtype_sig
+            value = getattr(doc, column)
             anywhere.setdefault(value.lower(), []).append(doc)
-            if other is None or other in against.lower():
+            if contains_wanted(getattr(doc, other_column), wanted_other, other_column):
                 tried.setdefault(value.lower(), []).append(doc)
         listed = distinct(search.rows, column)[:40]
-        if column == "env" and wanted:  # another machine's env: not this agent's to try
-            listed = [item for item in listed if contains_wanted(item[0], wanted)]
+        # The operator's env(s) the filter reads (kexp context's "here"): what the
+        # packet's counts are of, so no part of one is "never tried" (MI300X of
+        # "MI300X, ROCm 7.0.0"), nor another machine's env (not this agent's to try).
+        read = {key for key, _, _ in matching(on_operator, column, wanted)} if wanted else set()
+        if column == "env" and wanted:
+            listed = [
+                item
+                for item in listed
+                if contains_wanted(item[0], wanted, column)
+                and (item[0] in read or not any(part_of(column, item[0], key) for key in read))
+            ]
         elif wanted:  # another kernel's dtype, never this one's: no campaign to read
-            listed = [i for i in listed if contains_wanted(i[0], wanted) or i[0] in anywhere]
-        if wanted and not any(contains_wanted(value, wanted) for value, _, _ in listed):
+            listed = [item for item in listed if item[0] in anywhere]
+        if wanted and not any(contains_wanted(value, wanted, column) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))
         for value, shown, _ in listed:
@@ -224,9 +248,9 @@ def several_matched(
     each is a campaign of its own, and the packet's best is the best of them all."""
     notes = []
     for name, (value, found) in filters.items():
-        if not value or len(found) < 2:
-            continue
         column = _FIELDS[name]
+        if not value or len({spelled(column, key) for key, _, _ in found}) < 2:
+            continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         said: list[str] = []
         matched: list[dict[str, Any]] = []
         for key, shown, count in sorted(found, key=lambda item: item[0]):

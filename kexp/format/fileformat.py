@@ -684,6 +684,11 @@ _KEY_INSIGHT_INLINE = re.compile(
 )
 #: A bold label after the insight on its line (``**Result**:``): where the insight ends.
 _NEXT_LABEL = re.compile(r"\s\*\*[A-Za-z][^*:\n]{0,40}(?::\s*\*\*|\*\*\s*:)")
+#: A template's text left unfilled (the predecessor's ``None yet.``): no insight.
+_PLACEHOLDER = re.compile(
+    r"(?:none(?: yet)?|n/?a|tbd|todo|tba|-+|\.\.\.|…|\(none\)|not analy[sz]ed yet)[.!]?",
+    re.IGNORECASE,
+)
 
 
 def key_insight(description: str) -> str:
@@ -691,10 +696,16 @@ def key_insight(description: str) -> str:
     the rest of its line, up to a next bold label (``**Result**:``); the label may start
     a line or follow other text in it (``**Approach**: ... **Key insight**: ...``).
 
-    When the label ends its line, the next non-blank line is the insight. Every view of
-    the key insight (``kexp lessons``, ``kexp review``, the report's lessons, the consult
+    When the label ends its line, the next non-blank line is the insight. A template's
+    text left unfilled (``None yet.``, ``TBD``, ``N/A``) is none. Every view of the key
+    insight (``kexp lessons``, ``kexp review``, the report's lessons, the consult
     packet) reads it here.
     """
+    found = _key_insight(description)
+    return "" if _PLACEHOLDER.fullmatch(found) else found
+
+
+def _key_insight(description: str) -> str:
     lines = description.splitlines()
     for index, line in enumerate(lines):
         match = _KEY_INSIGHT.match(line) or _KEY_INSIGHT_INLINE.search(line)

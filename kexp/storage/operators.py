@@ -3,10 +3,16 @@ operator filter matches none of them (a typo, another name), rather than an empt
 answer that reads as "nothing here" (``kexp context``'s packet lists them; every other
 read notes them, :func:`unmatched_operator`). The same for a dtype or env filter that
 matches none of the operator's experiments (an env typed otherwise than ``kexp env``
-wrote it: ``CPU`` for ``AMD EPYC (2 cores), gcc 12``): :func:`unmatched_value`."""
+wrote it: ``CPU`` for ``AMD EPYC (2 cores), gcc 12``): :func:`unmatched_value`.
+
+Every filter of an ``operator``, ``dtype`` or ``env`` reads a value as :func:`part_of`
+says: a part of it in any case, in the value's own spelling or in kexp's (:func:`spelled`:
+``bfloat16`` and ``torch.bfloat16`` are ``bf16``; ``path.py:function`` is
+``path.py: function``; ``H100-SXM5`` is ``H100 SXM5``)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -21,7 +27,9 @@ __all__ = [
     "distinct",
     "matching",
     "named_closest",
+    "part_of",
     "read_alone",
+    "spelled",
     "trigrams",
     "unmatched_operator",
     "unmatched_value",
@@ -30,11 +38,65 @@ __all__ = [
 #: How many of the closest operators a read's note names.
 NAMED = 3
 
+#: The usual spellings of a dtype (PyTorch's, NumPy's, Triton's, with or without their
+#: ``torch.``/``np.``/``tl.`` prefix), each read as the short name kexp records.
+DTYPE_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "bf16": ("bfloat16",),
+    "fp16": ("float16", "half"),
+    "fp32": ("float32", "float"),
+    "fp64": ("float64", "double"),
+    "fp8": ("float8_e4m3fn", "float8_e4m3fnuz", "float8e4nv", "fp8e4m3", "fp8_e4m3"),
+    "fp8e5m2": ("float8_e5m2", "float8_e5m2fnuz", "float8e5", "fp8_e5m2"),
+}
+_DTYPE_NAME = {name: short for short, names in DTYPE_SPELLINGS.items() for name in names}
+_DTYPE = re.compile(
+    r"(?<![\w.])(?:(?:torch|tl|np|numpy)\.)?("
+    + "|".join(sorted(map(re.escape, _DTYPE_NAME), key=len, reverse=True))
+    + r")(?!\w)"
+)
+#: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100 ...``, rocm-smi's ``AMD
+#: Instinct MI300X``), at the start of a part of an env.
+_VENDOR = re.compile(r"(^|[,:/(])(?:nvidia|amd instinct|amd)\s+")
+
 
 def trigrams(text: str) -> set[str]:
     """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
     joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
     return {joined[at : at + 3] for at in range(len(joined) - 2)}
+
+
+@functools.lru_cache(maxsize=4096)
+def spelled(column: str, value: str) -> str:
+    """``value`` of ``column`` in kexp's spelling, lowercased, runs of whitespace one
+    space and none around ``,`` ``:`` ``/`` ``->`` (``kernels/a.py:f`` is
+    ``kernels/a.py: f``); a dtype's usual names its short one (:data:`DTYPE_SPELLINGS`:
+    ``torch.bfloat16`` is ``bf16``); in an env, ``-`` and ``_`` a space and a vendor's
+    name before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
+    text = value.lower()
+    if column == "env":
+        text = re.sub(r"[-_]", " ", text)
+    elif column == "dtype_sig":
+        text = _DTYPE.sub(lambda found: _DTYPE_NAME[found.group(1)], text)
+    text = re.sub(r" ?(,|:|/|->) ?", r"\1", re.sub(r"\s+", " ", text).strip())
+    return _VENDOR.sub(r"\1", text) if column == "env" else text
+
+
+@functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat
+def part_of(column: str, wanted: str, value: str) -> bool:
+    """Whether a filter ``wanted`` of ``column`` reads ``value``: a part of it, in any
+    case, as given or as both are :func:`spelled` (a dtype so spelt: a whole name of
+    it, ``fp8`` of ``bf16->fp8``, not of ``fp8e5m2``)."""
+    if wanted.lower() in value.lower():
+        return True
+    mine = spelled(column, wanted)
+    if not mine:
+        return False
+    if column == "dtype_sig":  # a dtype named whole: fp8 (e4m3) is no part of fp8e5m2
+        return (
+            re.search(rf"(?<![a-z0-9]){re.escape(mine)}(?![a-z0-9])", spelled(column, value))
+            is not None
+        )
+    return mine in spelled(column, value)
 
 
 def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
@@ -85,8 +147,7 @@ def unmatched_operator(rows: Sequence[Row], operator: str) -> str | None:
     matches no experiment of ``rows`` (every one a read sees, whatever its other
     filters): that none does, and the closest recorded; None when one matches, or
     nothing is recorded."""
-    wanted = operator.lower()
-    if not rows or any(wanted in row.operator_sig.lower() for row in rows):
+    if not rows or any(part_of("operator_sig", operator, row.operator_sig) for row in rows):
         return None
     known = closest_operators(rows, operator)
     named = ", ".join(repr(shown) for _, shown, _ in known[:NAMED])
@@ -99,18 +160,19 @@ def unmatched_operator(rows: Sequence[Row], operator: str) -> str | None:
 
 def matching(rows: Sequence[Row], column: str, wanted: str) -> list[tuple[str, str, int]]:
     """The values of ``column`` in ``rows`` (as :func:`distinct`) that ``wanted`` is a
-    part of, in any case. Of several, the one ``wanted`` names exactly, alone: the whole
-    value (``bf16``, not ``bf16,fp8``), else one of its parts split at ``,``, ``:`` and
-    ``/`` (``H100 SXM5 80GB`` of ``H100 SXM5 80GB, CUDA 12.4``; ``gemm_bf16`` of
-    ``kernels/gemm.cu: gemm_bf16``, not of ``...: batched_gemm_bf16``). Several left: the
-    filter mixes them."""
-    low = wanted.lower().strip()
-    found = [item for item in distinct(rows, column) if low in item[0]]
+    part of (:func:`part_of`). Of several, the one ``wanted`` names exactly, alone (with
+    its other spellings: ``bf16`` and ``bfloat16``): the whole value (``bf16``, not
+    ``bf16,fp8``), else one of its parts split at ``,``, ``:`` and ``/`` (``H100 SXM5
+    80GB`` of ``H100 SXM5 80GB, CUDA 12.4``; ``gemm_bf16`` of ``kernels/gemm.cu:
+    gemm_bf16``, not of ``...: batched_gemm_bf16``). Several left: the filter mixes them."""
+    found = [item for item in distinct(rows, column) if part_of(column, wanted, item[0])]
     if len(found) < 2:
         return found
-    for named in (lambda value: value.strip() == low, lambda value: _named_exactly(value, low)):
-        exact = [item for item in found if named(item[0])]
-        if len(exact) == 1:
+    mine = spelled(column, wanted)
+    whole = [item for item in found if spelled(column, item[0]) == mine]
+    part = [item for item in found if mine in re.split(r"[,:/]", spelled(column, item[0]))]
+    for exact in (whole, part):
+        if len({spelled(column, key) for key, _, _ in exact}) == 1:
             return exact
     return found
 
@@ -123,7 +185,7 @@ def read_alone(rows: Sequence[Row], column: str, wanted: str) -> tuple[set[str],
     found = distinct(rows, column)
     read = matching(rows, column, wanted)
     keys = {key for key, _, _ in read}
-    others = [shown for key, shown, _ in found if key not in keys and wanted.lower() in key]
+    others = [shown for key, shown, _ in found if key not in keys and part_of(column, wanted, key)]
     if not others:
         return keys, None
     name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
@@ -134,10 +196,6 @@ def read_alone(rows: Sequence[Row], column: str, wanted: str) -> tuple[set[str],
         f"it is also a part of {shown}{more}, not read: give one of them as the {name} "
         "to read it"
     )
-
-
-def _named_exactly(value: str, wanted: str) -> bool:
-    return value.strip() == wanted or wanted in (p.strip() for p in re.split(r"[,:/]", value))
 
 
 #: The column each filter of a value is a part of.
@@ -160,9 +218,8 @@ def unmatched_value(
     any case) that matches none of ``rows``: the operator's experiments when
     ``operator`` is given (it matches some), else every one a read sees. That none
     does, and the closest recorded; None when one matches, or ``rows`` is empty."""
-    wanted = value.lower()
     column = COLUMNS[name]
-    if not rows or any(wanted in getattr(row, column).lower() for row in rows):
+    if not rows or any(part_of(column, value, getattr(row, column)) for row in rows):
         return None
     count, named = named_closest(rows, name, value)
     where = f"on operator {operator!r} has" if operator else "recorded has"
