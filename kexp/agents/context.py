@@ -105,7 +105,7 @@ from kexp.core.outcome import (
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end_ids
-from kexp.storage.operators import COLUMNS, matching, named_closest, read_alone
+from kexp.storage.operators import COLUMNS, matching, named_closest, part_of, read_alone
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
@@ -215,8 +215,7 @@ def _gather(
     settings = store.settings
     # The operator's experiments: those of the one it names exactly, of several it is a
     # part of (else of every one, each line naming its own, the mix said).
-    wanted = operator.lower()
-    candidates = [row for row in search.rows if wanted in row.operator_sig.lower()]
+    candidates = [row for row in search.rows if part_of("operator_sig", operator, row.operator_sig)]
     operators = matching(candidates, "operator_sig", operator)
     named = {key for key, _, _ in operators}
     everything_here = chronological(r for r in candidates if r.operator_sig.lower() in named)

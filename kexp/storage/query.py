@@ -21,7 +21,7 @@ from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.core.outcome import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import suspect_reasons
-from kexp.storage.operators import read_alone
+from kexp.storage.operators import part_of, read_alone
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation
@@ -64,10 +64,11 @@ class Filters:
     """Combinable filters; every one left as None does not filter.
 
     Text filters (``operator``, ``dtype``, ``env``, ``text``) match a case-insensitive
-    substring (:func:`select` reads a value an ``operator``, ``dtype`` or ``env`` names
-    exactly alone, as ``kexp context`` does); ``base_commit`` and ``pid`` match a
-    prefix; ``status``, ``outcome`` and
-    ``tags`` take one value or a list (``tags``: all must be present); ``since`` and
+    substring (``operator``, ``dtype``, ``env``: also in kexp's spelling of both,
+    :func:`kexp.storage.operators.part_of`; :func:`select` reads a value an
+    ``operator``, ``dtype`` or ``env`` names exactly alone, as ``kexp context`` does);
+    ``base_commit`` and ``pid`` match a prefix; ``status``, ``outcome`` and ``tags``
+    take one value or a list (``tags``: all must be present); ``since`` and
     ``until`` bound ``created_at`` (inclusive; a date or an ISO 8601 time). ``pid=""``
     selects the experiments without a parent.
     """
@@ -198,11 +199,11 @@ def matches(
     derived from the whole store, :func:`kexp.core.campaign.derive`; else judged from its
     own attributes)."""
     f = filters
-    if f.operator is not None and f.operator not in exp.operator_sig.lower():
+    if f.operator is not None and not part_of("operator_sig", f.operator, exp.operator_sig):
         return False
-    if f.dtype is not None and f.dtype not in exp.dtype_sig.lower():
+    if f.dtype is not None and not part_of("dtype_sig", f.dtype, exp.dtype_sig):
         return False
-    if f.env is not None and f.env not in exp.env.lower():
+    if f.env is not None and not part_of("env", f.env, exp.env):
         return False
     if f.base_commit is not None and not exp.base_commit.lower().startswith(f.base_commit):
         return False
@@ -449,7 +450,7 @@ def _read_as_consult(every: list[Any], chosen: list[_E], wanted: Filters) -> lis
         return chosen
     pool = every
     for column, value in asked:
-        pool = [row for row in pool if value in getattr(row, column).lower()]
+        pool = [row for row in pool if part_of(column, value, getattr(row, column))]
         keys, note = read_alone(pool, column, value)
         if note is None:
             continue

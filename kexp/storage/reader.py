@@ -68,7 +68,7 @@ from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
 from kexp.storage.location import refuse_linked_store, refuse_links_in_cache
-from kexp.storage.operators import unmatched_operator, unmatched_value
+from kexp.storage.operators import part_of, unmatched_operator, unmatched_value
 from kexp.storage.query import (
     RANKINGS,
     Filters,
@@ -513,7 +513,7 @@ class StoreReader:
             if note is not None:
                 warnings.warn(note, NoMatchWarning, stacklevel=3)
                 return
-            rows = [row for row in rows if operator.lower() in row.operator_sig.lower()]
+            rows = [row for row in rows if part_of("operator_sig", operator, row.operator_sig)]
         for name in ("dtype", "env"):
             if name in given:
                 note = unmatched_value(rows, name, given[name], operator)

@@ -69,6 +69,7 @@ from kexp.storage.doctext import (
     shingle_prefix,
 )
 from kexp.storage.indexing import DocTexts, add_docs, document_working_tree, index_working_tree
+from kexp.storage.operators import part_of
 from kexp.storage.rows import RowsByKey, Sighting, sighting_of
 
 if TYPE_CHECKING:
@@ -427,9 +428,9 @@ def _passes(row: Row, operator: str | None, dtype: str | None, env: str | None) 
     work."""
     return (
         not is_control(row)
-        and (operator is None or operator.lower() in row.operator_sig.lower())
-        and (dtype is None or dtype.lower() in row.dtype_sig.lower())
-        and (env is None or env.lower() in row.env.lower())
+        and (operator is None or part_of("operator_sig", operator, row.operator_sig))
+        and (dtype is None or part_of("dtype_sig", dtype, row.dtype_sig))
+        and (env is None or part_of("env", env, row.env))
     )
 
 
