@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import run_kexp
+from test_timings_misread import CAMPAIGN, files, recorded, refused
 
 from kexp import Store
 from kexp.core.errors import TimingsWarning
@@ -21,40 +22,7 @@ from kexp.measure.record import record_iteration
 from kexp.measure.timings import kernel_named
 from tests.test_mcp import Agent, record_fields, run_agent
 
-CAMPAIGN = ("--operator", "csrc/softmax.cu: softmax_fwd", "--dtype", "fp16", "--env", "H100")
 NCU = Path(__file__).parent / "timing_files" / "ncu_details.csv"
-
-
-def files(repo: Path) -> list[Path]:
-    return sorted((repo / "experiments").rglob("*.md"))
-
-
-def add(repo: Path, base: str, cand: str, *extra: str) -> tuple[int, str, str]:
-    """``kexp add --json`` of ``base`` and ``cand`` written in ``repo``."""
-    (repo / "base.in").write_text(base, encoding="utf-8")
-    (repo / "cand.in").write_text(cand, encoding="utf-8")
-    done = run_kexp(
-        "add", "--summary", "Tiled rows - x", *CAMPAIGN, "--baseline", "base.in",
-        "--candidate", "cand.in", "--json", *extra, cwd=repo,
-    )  # fmt: skip
-    return done.returncode, done.stdout, done.stderr
-
-
-def refused(repo: Path, base: str, cand: str, *extra: str) -> str:
-    """The one-line error of a ``kexp add`` that must write nothing."""
-    before = files(repo)
-    status, _, err = add(repo, base, cand, *extra)
-    assert status != 0 and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    assert files(repo) == before
-    return err
-
-
-def recorded(repo: Path, base: str, cand: str, *extra: str) -> tuple[dict[str, Any], str]:
-    """The record of a ``kexp add`` that succeeds, and its stderr (the warnings)."""
-    status, out, err = add(repo, base, cand, *extra)
-    assert status == 0, err
-    return Store(repo).get_experiment(json.loads(out)["id"]).to_dict(), err
 
 
 # --- do_bench quantiles ----------------------------------------------------------------
