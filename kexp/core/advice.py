@@ -79,7 +79,7 @@ LIST_SHOWS = Advice("kexp list shows", "the list tool shows")
 #: Advice on an experiment on other refs, not in the working tree (``kexp show ID``,
 #: ``kexp tree ID``, ``kexp similar ID``): the same question read across refs.
 SHOW_ALL_REFS = Advice(
-    "read it there: the same command with --all-refs (kexp show {id} --all-refs)",
+    "read it there: the same command with --all-refs",
     "read it there: call this tool again with all_refs: true",
 )
 #: Advice on an experiment on other refs asked for by ``kexp log ID``: its history as the
