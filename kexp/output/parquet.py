@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import re
 import secrets
@@ -287,7 +288,7 @@ def _experiments_table(
     """One partition's experiments: a column per record key, in the records' order
     (``names``, when there is no record)."""
     types = _types(pa)
-    names = list(dict.fromkeys(key for record in records for key in record)) or list(names)
+    names = list(dict.fromkeys(itertools.chain.from_iterable(records))) or list(names)
     columns = []
     for name in names:
         values = _cells(name, [record.get(name) for record in records])
