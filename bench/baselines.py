@@ -6,6 +6,7 @@ Each runs in a fresh process under ``bench/run.py``; run one by hand with::
     python bench/baselines.py sqlite      bench/.data/n1000-.../experiments.sqlite
     python bench/baselines.py read-all    bench/.data/n1000-.../store
     python bench/baselines.py stat-all    bench/.data/n1000-.../store
+    python bench/baselines.py parquet-floor bench/.data/n1000-.../kernel_experiments_db.json
 
 Each program imports only what it uses, as a small script would.
 
@@ -23,6 +24,10 @@ Each program imports only what it uses, as a small script would.
   did: ``json.load`` of the one file, add (a fresh random id), change or remove one
   record, ``json.dump(db, f, indent=2, sort_keys=True)`` of the whole database back
   into the file. The benchmark runs them on a copy of the file.
+* ``parquet-floor`` (pyarrow, not the standard library): the floor for
+  ``kexp export --format parquet``'s layout: ``json.load`` of the predecessor's file,
+  its records grouped by operator × month, one table from Python lists and one zstd
+  Parquet file per group (its 16 keys, no results table); prints the count and files.
 """
 
 from __future__ import annotations
@@ -173,7 +178,39 @@ def predecessor_delete(db_path: str) -> None:
     _rewrite(db_path, delete)
 
 
+def parquet_floor(db_path: str) -> None:
+    """Write the predecessor's records as ``kexp export --format parquet`` lays them out
+    (a zstd file per operator × month), each partition's table made from Python lists."""
+    import json
+    import re
+    import shutil
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open(db_path, encoding="utf-8") as handle:
+        db = json.load(handle)
+    unsafe = re.compile(r"[^A-Za-z0-9._-]+")
+    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for record in db.values():
+        operator = unsafe.sub("_", str(record["operator_sig"])).strip("._")[:80].strip("._")
+        groups.setdefault((operator or "none", str(record["created_at"])[:7]), []).append(record)
+    names = list(KernelExperiment.__dataclass_fields__)
+    folder = tempfile.mkdtemp(prefix="kexp-bench-parquet-floor-")
+    try:
+        for (operator, month), records in sorted(groups.items()):
+            table = pa.table({name: [record.get(name) for record in records] for name in names})
+            where = os.path.join(folder, f"operator={operator}", f"month={month}")
+            os.makedirs(where)
+            pq.write_table(table, os.path.join(where, "part-0.parquet"), compression="zstd")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(len(db), len(groups))
+
+
 PROGRAMS: dict[str, Callable[[str], None]] = {
+    "parquet-floor": parquet_floor,
     "predecessor": predecessor,
     "sqlite": sqlite_top,
     "read-all": read_all,

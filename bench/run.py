@@ -1347,6 +1347,18 @@ CASES: tuple[Case, ...] = (
         reads="none",
     ),
     Case(
+        "parquet-floor",
+        "floor: pyarrow writes export-parquet's partitions (operator × month, zstd) from the "
+        "predecessor's JSON, each table from Python lists",
+        lambda c: (
+            [sys.executable, str(BASELINES), "parquet-floor", str(c.dataset.json_path)]
+            if c.dataset.json_path.is_file()
+            else None
+        ),
+        check_count,
+        reads="none",
+    ),
+    Case(
         "export-parquet",
         "`kexp export --format parquet -o DIR`, cache warm",
         lambda c: c.kexp_args("export", "--format", "parquet", "-o", str(parquet_folder(c))),

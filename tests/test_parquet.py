@@ -266,6 +266,48 @@ def test_a_new_export_replaces_the_earlier_one_whole(store: Store, tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "repo"]  # nothing beside
 
 
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_an_export_split_between_two_processes_is_the_one_process_export(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large store's export is read, built and written in two processes
+    (:func:`kexp.storage.parallel.in_two_processes`): the same files, byte for byte, as
+    in one, partitions whose columns differ made alike in both (a derived value one
+    partition has and the others lack)."""
+    import kexp.output.parquet
+    import kexp.storage.parallel
+    from kexp.output.export import to_record
+
+    record_all(store, [
+        {"operator_sig": op, "score": score, "status": "done", "is_buggy": score < 1,
+         "created_at": stamp, "results": score > 1, "tags": ["a"] if score > 1 else []}
+        for op in OPERATORS for stamp in STAMPS for score in (0.5, 1.2)
+    ])  # fmt: skip
+    late = sorted(e.id for e in store.list_experiments(operator="fp8 gemm"))
+
+    def with_late(exp: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        record = to_record(exp, *args, **kwargs)
+        return {**record, "late_value": 1.5} if exp.id in late else record
+
+    monkeypatch.setattr(kexp.output.parquet, "to_record", with_late)
+    monkeypatch.setenv("KEXP_NO_FORK", "1")
+    export_parquet(store, tmp_path / "one")
+    monkeypatch.delenv("KEXP_NO_FORK")
+    monkeypatch.setattr(kexp.storage.parallel, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(kexp.storage.parallel, "_forkable", lambda: True)
+    export_parquet(store, tmp_path / "two")
+    one, two = files_of(tmp_path / "one"), files_of(tmp_path / "two")
+    assert sorted(one) == sorted(two)
+    assert {name for name in one if one[name] != two[name]} == set()
+    counts = sql(f"SELECT count(late_value), count(*) FROM {experiments_of(tmp_path / 'two')}")
+    assert counts == [(len(late), len(OPERATORS) * len(STAMPS) * 2)]
+
+
 def test_refuses_a_folder_it_did_not_write_and_a_file(store: Store, tmp_path: Path) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -149,7 +149,7 @@ def to_record(
     data["suspect"] = suspect_reasons(exp, exp.settings)
     data["path"] = path
     if exp.path is not None:
-        base = Path(relative_to) if relative_to is not None else Path.cwd()
+        base = (os.fspath(relative_to) or os.curdir) if relative_to is not None else os.getcwd()
         try:
             data["path"] = os.path.relpath(exp.path, base)
         except ValueError:  # pragma: no cover - another drive on Windows

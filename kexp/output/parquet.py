@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import re
 import secrets
@@ -49,6 +50,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kexp.core.collector import collector_paused
 from kexp.core.errors import KexpError
 from kexp.core.fields import BODY_FIELDS, FIELDS
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
@@ -127,7 +129,10 @@ def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetE
     for exp in listed:
         key = (partition_value(exp.operator_sig), exp.created_at[:7])
         groups.setdefault(key, []).append(exp)
-    with writing_output(target, made_folder=True):
+    # Records and tables are made and dropped a partition at a time, none in a cycle:
+    # the collector's passes over the listed experiments would only cost CPU (12 % at
+    # 100,000).
+    with writing_output(target, made_folder=True), collector_paused():
         return _write_export(pa, pq, store, target, groups)
 
 
@@ -144,28 +149,13 @@ def _write_export(
     staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
-        files: list[str] = []
-        schemas: dict[str, Any] = {}
+        written = _write_partitions(pa, pq, store, staging, groups)
+        files = [relative for relative, _, _, _ in written]
+        schemas: dict[str, list[str]] = {}
         counts = {EXPERIMENTS_TABLE: 0, RESULTS_TABLE: 0}
-        for (operator, month), members in sorted(groups.items()):
-            records = [
-                {**to_record(e, relative_to=store.root), **sighting_record(e)}
-                for e in store.with_bodies(members)
-            ]
-            folder = f"operator={operator}/month={month}"
-            tables = {
-                EXPERIMENTS_TABLE: _experiments_table(pa, records),
-                RESULTS_TABLE: _results_table(pa, records),
-            }
-            for name, table in tables.items():
-                if table.num_rows == 0:
-                    continue
-                relative = f"{name}/{folder}/{_FILE}"
-                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-                pq.write_table(table, staging / relative, compression="zstd")
-                files.append(relative)
-                counts[name] += table.num_rows
-                schemas.setdefault(name, []).append(table.schema)
+        for _, name, rows, schema in written:
+            counts[name] += rows
+            schemas.setdefault(name, []).append(schema)
         # Read across refs, where each experiment was found: its columns, rows or none.
         across = store.source.places is not None
         columns = [*RECORD_FIELDS, *SIGHTING_KEYS] if across else list(RECORD_FIELDS)
@@ -189,6 +179,52 @@ def _write_export(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return result
+
+
+#: What :func:`_write_partitions` gives per file: its path in the export, its table, its
+#: rows and its schema (as text).
+_Written = tuple[str, str, int, str]
+
+
+def _write_partitions(
+    pa: Any,
+    pq: Any,
+    store: Store,
+    staging: Path,
+    groups: dict[tuple[str, str], list[KernelExperiment]],
+) -> list[_Written]:
+    """Write the files of every partition of ``groups`` into ``staging``, in the order
+    of the partitions. Reading the bodies, building and writing the tables is most of
+    an export's work: a large store's is split between this process and a forked child
+    (:func:`kexp.storage.parallel.in_two_processes`, which does the child's half here if
+    the child fails); the files are the same either way."""
+    # lazy: not every command that imports this module needs kexp.storage.parallel
+    from kexp.storage.parallel import in_two_processes
+
+    def work(part: list[tuple[str, str]]) -> list[_Written]:
+        written: list[_Written] = []
+        for operator, month in part:
+            records = [
+                {**to_record(e, relative_to=store.root), **sighting_record(e)}
+                for e in store.with_bodies(groups[operator, month])
+            ]
+            folder = f"operator={operator}/month={month}"
+            tables = {
+                EXPERIMENTS_TABLE: _experiments_table(pa, records),
+                RESULTS_TABLE: _results_table(pa, records),
+            }
+            for name, table in tables.items():
+                if table.num_rows == 0:
+                    continue
+                relative = f"{name}/{folder}/{_FILE}"
+                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(table, staging / relative, compression="zstd")
+                written.append((relative, name, table.num_rows, str(table.schema)))
+        return written
+
+    keys = sorted(groups)
+    total = sum(len(members) for members in groups.values())
+    return in_two_processes(work, keys, total, [len(groups[key]) for key in keys])
 
 
 def _pyarrow() -> tuple[Any, Any]:
@@ -256,10 +292,10 @@ def _experiments_table(
     """One partition's experiments: a column per record key, in the records' order
     (``names``, when there is no record)."""
     types = _types(pa)
-    names = list(dict.fromkeys(key for record in records for key in record)) or list(names)
+    names = list(dict.fromkeys(itertools.chain.from_iterable(records))) or list(names)
     columns = []
     for name in names:
-        values = [_cell(name, record.get(name)) for record in records]
+        values = _cells(name, [record.get(name) for record in records])
         kind = types.get(name)
         if kind is None:
             if any(isinstance(v, dict) or _holds_mappings(v) for v in values):
@@ -291,19 +327,22 @@ ABSENT_WHEN_EMPTY = frozenset(
 )
 
 
-def _cell(name: str, value: Any) -> Any:
-    """A record's value as its column holds it."""
-    if name in ABSENT_WHEN_EMPTY and value in ("", [], {}):
-        return None
+def _cells(name: str, values: list[Any]) -> list[Any]:
+    """A column of record values as the table holds them."""
+    if name in ABSENT_WHEN_EMPTY:
+        values = [None if value in ("", [], {}) else value for value in values]
     if name == "created_at":
-        return _timestamp(value)
+        return [_timestamp(value) for value in values]
     if name in ("protocol", "results", "extra_fields"):
-        return _json(value)
-    if name in _DOUBLES and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if name in _DOUBLE_LISTS and isinstance(value, list):
-        return [float(v) for v in value]
-    return value
+        return [_json(value) for value in values]
+    if name in _DOUBLES:
+        return [
+            float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+            for value in values
+        ]
+    if name in _DOUBLE_LISTS:
+        return [[float(v) for v in value] if isinstance(value, list) else value for value in values]
+    return values
 
 
 def _holds_mappings(value: Any) -> bool:
@@ -316,11 +355,28 @@ def _json(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+#: ``created_at`` as kexp writes it: ASCII digits, seconds, an optional fraction.
+_CANONICAL_STAMP = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?Z"
+)
+
+
 def _timestamp(value: Any) -> dt.datetime | None:
     """``created_at`` (``YYYY-MM-DDTHH:MM:SS[.fff...]Z``) as an aware datetime (digits
     past microseconds dropped); None when it is not one."""
     if not isinstance(value, str) or not value.endswith("Z"):
         return None
+    canonical = _CANONICAL_STAMP.fullmatch(value)
+    if canonical is not None:  # the shape kexp writes, without strptime's cost
+        year, month, day, hour, minute, second, digits = canonical.groups()
+        try:
+            moment = dt.datetime(
+                int(year), int(month), int(day), int(hour), int(minute), int(second),
+                tzinfo=dt.timezone.utc,
+            )  # fmt: skip
+        except ValueError:
+            return None
+        return moment.replace(microsecond=int((digits + "000000")[:6])) if digits else moment
     whole, _, fraction = value[:-1].partition(".")
     try:
         moment = dt.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S")
@@ -369,17 +425,19 @@ def _number(value: Any) -> Any:
     return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
 
 
-def _unify(pa: Any, pq: Any, folder: Path, files: list[str], schemas: dict[str, list[Any]]) -> None:
+def _unify(pa: Any, pq: Any, folder: Path, files: list[str], schemas: dict[str, list[str]]) -> None:
     """Give every file of a table the same columns and types (an engine reading them as
     one table needs that): a column a partition lacks, or holds only empty values of, is
-    added or cast. The partitions that already match are not rewritten."""
+    added or cast. ``schemas``: each table's schemas as text, one per file; the
+    partitions that already match are not rewritten."""
     for name, found in schemas.items():
-        if len({str(s) for s in found}) <= 1:
+        if len(set(found)) <= 1:
             continue
-        unified = pa.unify_schemas(found, promote_options="permissive")
-        for relative in files:
-            if not relative.startswith(f"{name}/"):
-                continue
+        mine = [relative for relative in files if relative.startswith(f"{name}/")]
+        unified = pa.unify_schemas(
+            [pq.read_schema(folder / relative) for relative in mine], promote_options="permissive"
+        )
+        for relative in mine:
             table = pq.ParquetFile(folder / relative).read()
             if table.schema.equals(unified):
                 continue

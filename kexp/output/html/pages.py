@@ -546,19 +546,27 @@ def _series_legend(points: Sequence[svg.Point]) -> str:
     return f'<p class="legend series">Lines by dtype · env: {keys}</p>'
 
 
-def _best_path(forest: Sequence[TreeNode], best_id: str) -> list[str]:
+def _best_paths(forest: Sequence[TreeNode], best_ids: Sequence[str]) -> list[list[str]]:
+    """The ids from its tree's root down to each of ``best_ids`` (its first node in the
+    forest's depth-first order; [] when it is in none), the forest walked once."""
+    parents: dict[int, TreeNode | None] = {}
+    first: dict[str, TreeNode] = {}
     for tree in forest:
-        path: list[TreeNode] = []
-        stack: list[tuple[TreeNode, int]] = [(tree, 0)]
+        stack: list[tuple[TreeNode, TreeNode | None]] = [(tree, None)]
         while stack:
-            node, depth = stack.pop()
-            del path[depth:]
-            path.append(node)
-            if node.experiment.id == best_id:
-                return [n.experiment.id for n in path]
-            for child in reversed(node.children):
-                stack.append((child, depth + 1))
-    return []
+            node, parent = stack.pop()
+            parents[id(node)] = parent
+            first.setdefault(node.experiment.id, node)
+            stack.extend((child, node) for child in reversed(node.children))
+    paths = []
+    for best_id in best_ids:
+        path: list[str] = []
+        step = first.get(best_id)
+        while step is not None:
+            path.append(step.experiment.id)
+            step = parents[id(step)]
+        paths.append(path[::-1])
+    return paths
 
 
 def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
@@ -572,7 +580,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     # A best is one campaign's (operator × dtype × env), as the frontier keeps it.
     bests = [best for cell in cells if (best := cell.best) is not None]
     forest = build_forest(members)
-    paths = [_best_path(forest, best.id) for best in bests]
+    paths = _best_paths(forest, [best.id for best in bests])
     position = {exp.id: index for index, exp in enumerate(members)}
     # Each experiment at its cumulative score (the speedup over the reference): the best
     # so far rises as the campaign did. Without one (a control, an ancestor buggy,
