@@ -71,7 +71,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import (
-    contains_wanted,
     crossed_line,
     crossed_machines,
     experiment_entry,
@@ -469,7 +468,7 @@ def _unmatched(rows: list[Row], dtype: str | None, env: str | None) -> dict[str,
     said = {}
     for name, value in (("dtype", dtype), ("env", env)):
         column = COLUMNS[name]
-        if not rows or not value or any(contains_wanted(getattr(r, column), value) for r in rows):
+        if not rows or not value or any(part_of(column, value, getattr(r, column)) for r in rows):
             continue
         count, named = named_closest(rows, name, value)
         a = "an" if name == "env" else "a"

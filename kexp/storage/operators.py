@@ -8,7 +8,8 @@ wrote it: ``CPU`` for ``AMD EPYC (2 cores), gcc 12``): :func:`unmatched_value`.
 Every filter of an ``operator``, ``dtype`` or ``env`` reads a value as :func:`part_of`
 says: a part of it in any case, in the value's own spelling or in kexp's (:func:`spelled`:
 ``bfloat16`` and ``torch.bfloat16`` are ``bf16``; ``path.py:function`` is
-``path.py: function``; ``H100-SXM5`` is ``H100 SXM5``)."""
+``path.py: function``; ``H100-SXM5`` is ``H100 SXM5``); a dtype's whole names only
+(``float16`` is no part of ``bfloat16``, ``fp8`` none of ``fp8e5m2``)."""
 
 from __future__ import annotations
 
@@ -39,21 +40,38 @@ __all__ = [
 NAMED = 3
 
 #: The usual spellings of a dtype (PyTorch's, NumPy's, Triton's, with or without their
-#: ``torch.``/``np.``/``tl.`` prefix), each read as the short name kexp records.
+#: ``torch.``/``np.``/``tl.`` prefix), each read as the short name kexp records. ``fp8``
+#: is e4m3 (the fp8 of inference and forward passes); e5m2 is a dtype of its own,
+#: ``fp8e5m2``, never read by ``fp8``.
 DTYPE_SPELLINGS: dict[str, tuple[str, ...]] = {
     "bf16": ("bfloat16",),
     "fp16": ("float16", "half"),
     "fp32": ("float32", "float"),
     "fp64": ("float64", "double"),
-    "fp8": ("float8_e4m3fn", "float8_e4m3fnuz", "float8e4nv", "fp8e4m3", "fp8_e4m3"),
-    "fp8e5m2": ("float8_e5m2", "float8_e5m2fnuz", "float8e5", "fp8_e5m2"),
+    "fp8": (
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3",
+        "float8e4nv",
+        "fp8e4m3",
+        "fp8_e4m3",
+        "fp8-e4m3",
+        "e4m3",
+    ),
+    "fp8e5m2": ("float8_e5m2", "float8_e5m2fnuz", "float8e5", "fp8_e5m2", "fp8-e5m2", "e5m2"),
 }
 _DTYPE_NAME = {name: short for short, names in DTYPE_SPELLINGS.items() for name in names}
 _DTYPE = re.compile(
-    r"(?<![\w.])(?:(?:torch|tl|np|numpy)\.)?("
+    r"(?<![\w.])(?<![a-z0-9][-_])(?:(?:torch|tl|np|numpy)\.)?("
     + "|".join(sorted(map(re.escape, _DTYPE_NAME), key=len, reverse=True))
-    + r")(?!\w)"
+    + r")(?!\w)(?!-[a-z0-9])"
 )
+#: A dtype's name, whole: no letter or digit beside it, nor ``-`` or ``_`` joining one to
+#: it (``fp8`` is no name of ``fp8e5m2`` nor of ``fp8-e5m2``; it is one of ``bf16->fp8``).
+_WHOLE = r"(?<![a-z0-9])(?<![a-z0-9][-_]){}(?![a-z0-9])(?![-_][a-z0-9])"
+#: In an env, a ``-`` or ``_`` between two letters or digits: a space (``H100-SXM5``);
+#: one that ends a word or stands beside a symbol is kept (``xnack-`` is not ``xnack+``).
+_JOINING = re.compile(r"(?<=[a-z0-9])[-_](?=[a-z0-9])")
 #: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100 ...``, rocm-smi's ``AMD
 #: Instinct MI300X``), at the start of a part of an env.
 _VENDOR = re.compile(r"(^|[,:/(])(?:nvidia|amd instinct|amd)\s+")
@@ -70,11 +88,12 @@ def spelled(column: str, value: str) -> str:
     """``value`` of ``column`` in kexp's spelling, lowercased, runs of whitespace one
     space and none around ``,`` ``:`` ``/`` ``->`` (``kernels/a.py:f`` is
     ``kernels/a.py: f``); a dtype's usual names its short one (:data:`DTYPE_SPELLINGS`:
-    ``torch.bfloat16`` is ``bf16``); in an env, ``-`` and ``_`` a space and a vendor's
-    name before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
+    ``torch.bfloat16`` is ``bf16``); in an env, a ``-`` or ``_`` between two letters or
+    digits a space (never one that ends a word: ``xnack-`` stays) and a vendor's name
+    before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
     text = value.lower()
     if column == "env":
-        text = re.sub(r"[-_]", " ", text)
+        text = _JOINING.sub(" ", text)
     elif column == "dtype_sig":
         text = _DTYPE.sub(lambda found: _DTYPE_NAME[found.group(1)], text)
     text = re.sub(r" ?(,|:|/|->) ?", r"\1", re.sub(r"\s+", " ", text).strip())
@@ -84,19 +103,16 @@ def spelled(column: str, value: str) -> str:
 @functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat
 def part_of(column: str, wanted: str, value: str) -> bool:
     """Whether a filter ``wanted`` of ``column`` reads ``value``: a part of it, in any
-    case, as given or as both are :func:`spelled` (a dtype so spelt: a whole name of
-    it, ``fp8`` of ``bf16->fp8``, not of ``fp8e5m2``)."""
+    case, as given or as both are :func:`spelled`; a dtype only as both are spelled, its
+    whole names (``fp8`` of ``bf16->fp8``, not of ``fp8e5m2``; ``float16`` is ``fp16``,
+    no part of ``bfloat16``)."""
+    mine = spelled(column, wanted)
+    if column == "dtype_sig":  # never the raw text: "float16" is in "bfloat16"
+        whole = _WHOLE.format(re.escape(mine))
+        return bool(mine) and re.search(whole, spelled(column, value)) is not None
     if wanted.lower() in value.lower():
         return True
-    mine = spelled(column, wanted)
-    if not mine:
-        return False
-    if column == "dtype_sig":  # a dtype named whole: fp8 (e4m3) is no part of fp8e5m2
-        return (
-            re.search(rf"(?<![a-z0-9]){re.escape(mine)}(?![a-z0-9])", spelled(column, value))
-            is not None
-        )
-    return mine in spelled(column, value)
+    return bool(mine) and mine in spelled(column, value)
 
 
 def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:

@@ -1,0 +1,74 @@
+"""Kexp's spellings must not read two campaigns as one (trial P, repros 01 to 04 and 09):
+``--dtype float16`` read a ``bfloat16`` campaign (the raw text ``float16`` is in
+``bfloat16``), ``fp8`` (e4m3) an ``fp8e5m2`` one, ``--env gfx90a:xnack-`` (XNACK off)
+the ``xnack+`` one; ``kexp add`` and ``validate`` called an env spelt otherwise "a
+campaign of its own in ... context", which ``context`` then read as one with it, without
+a word; its "Not tried yet" listed another spelling of what was tried as never tried."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import run_kexp
+from test_spellings import add, consult
+
+from kexp import Store
+
+
+def top(root: Path, *options: str) -> tuple[list[dict[str, Any]], str]:
+    """``kexp top`` on the campaign's operator with ``options``: its rows and warnings."""
+    done = run_kexp("top", "--operator", "fused_attention_fwd", "--json", *options, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_a_dtype_filter_reads_whole_dtype_names_never_raw_text(repo: Path, store: Store) -> None:
+    add(repo, "bf16 tile - +40%", 1.4, dtype="bfloat16")
+    for fp16 in ("float16", "fp16", "torch.float16", "half"):
+        rows, said = top(repo, "--dtype", fp16)
+        assert rows == [] and "has a dtype matching" in said, (fp16, rows)
+    rows, said = top(repo, "--dtype", "float")  # fp32
+    assert rows == [] and "has a dtype matching" in said, rows
+    _, data = consult(repo, "--dtype", "float16", "--env", "H100")
+    assert data["best"] is None and data["experiments_here"] == 0, data
+    assert data["unmatched"] and "'bfloat16' (1 recorded)" in data["unmatched"][0], data
+    # Recorded too, fp16 is read alone, and bfloat16 is no part of it to name.
+    fp16 = add(repo, "fp16 tile - +10%", 1.1, dtype="fp16")
+    rows, said = top(repo, "--dtype", "float16")
+    assert [row["id"] for row in rows] == [fp16] and "bfloat16" not in said, (rows, said)
+    # A list of dtypes is several names: one of them reads it (the exact value alone).
+    listed = add(repo, "fp8 cast - +20%", 1.2, dtype="bf16,fp8")
+    rows, _ = top(repo, "--dtype", "float8_e4m3fn")
+    assert [row["id"] for row in rows] == [listed], rows
+
+
+def test_fp8_is_e4m3_and_e5m2_is_a_dtype_of_its_own(repo: Path, store: Store) -> None:
+    e5m2 = add(repo, "E5M2 tile - +40%", 1.4, dtype="fp8e5m2")
+    answers = {dtype: top(repo, "--dtype", dtype)[0] for dtype in ("fp8", "float8_e4m3fn")}
+    assert answers == {"fp8": [], "float8_e4m3fn": []}, answers
+    _, data = consult(repo, "--dtype", "fp8", "--env", "H100")
+    assert data["best"] is None and data["experiments_here"] == 0, data
+    for dtype in ("fp8e5m2", "float8_e5m2", "torch.float8_e5m2", "e5m2"):
+        assert [row["id"] for row in top(repo, "--dtype", dtype)[0]] == [e5m2], dtype
+    # Spelt as torch spells it, e5m2 is still no fp8 (e4m3); e4m3 spelt so is.
+    add(repo, "E5M2 again - +5%", 1.05, dtype="float8_e5m2")
+    e4m3 = add(repo, "E4M3 tile - +30%", 1.3, dtype="fp8-e4m3")
+    for dtype in ("fp8", "float8_e4m3fn", "tl.float8e4nv"):
+        assert [row["id"] for row in top(repo, "--dtype", dtype)[0]] == [e4m3], dtype
+
+
+def test_an_env_feature_switched_off_is_not_the_one_switched_on(repo: Path, store: Store) -> None:
+    on = "MI250X, gfx90a:xnack+, ROCm 6.2"
+    add(repo, "Unroll 4 - +30%", 1.3, env=on)
+    _, data = consult(repo, "--dtype", "bf16", "--env", "MI250X, gfx90a:xnack-")
+    assert data["best"] is None and data["experiments_here"] == 0, data
+    off = add(repo, "Unroll 2 - +10%", 1.1, env="MI250X, gfx90a:xnack-, ROCm 6.2")
+    rows, said = top(repo, "--env", "gfx90a:xnack-")
+    assert [row["id"] for row in rows] == [off] and "xnack+" not in said, (rows, said)
+    _, data = consult(repo, "--dtype", "bf16", "--env", "xnack-")
+    assert data["experiments_here"] == 1 and data.get("read_alone") is None, data
+    # A dash between two letters or digits is still a space: H100-SXM5 is H100 SXM5.
+    add(repo, "Tiling - +5%", 1.05)
+    assert len(top(repo, "--env", "H100-SXM5")[0]) == 1
