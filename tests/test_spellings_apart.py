@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import run_kexp
-from test_spellings import add, consult
+from test_spellings import ENV, OPERATOR, add, consult
 
 from kexp import Store
 
@@ -72,3 +72,36 @@ def test_an_env_feature_switched_off_is_not_the_one_switched_on(repo: Path, stor
     # A dash between two letters or digits is still a space: H100-SXM5 is H100 SXM5.
     add(repo, "Tiling - +5%", 1.05)
     assert len(top(repo, "--env", "H100-SXM5")[0]) == 1
+
+
+def test_the_packet_says_where_it_reads_two_spellings_as_one_and_the_warnings_are_true(
+    repo: Path, store: Store
+) -> None:
+    first = add(repo, "A - +30%", 1.3)
+    other = "H100-SXM5 80GB, CUDA 12.4"
+    done = run_kexp(
+        "add", "--json", "--summary", "B - +40%", "--score", "1.4", "--operator", OPERATOR,
+        "--dtype", "bfloat16", "--env", other, "--description", "**Key insight**: d", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (warned,) = [line for line in done.stderr.splitlines() if "spelt otherwise" in line]
+    checked = run_kexp("validate", cwd=repo)
+    (found,) = [line for line in checked.stdout.splitlines() if "env-spelt-otherwise" in line]
+    for said in (warned, found):  # context reads the two as one: no "campaign of its own in
+        assert "kexp stats, tree and review" in said and "context" not in said, said  # it
+    text, data = consult(repo, "--dtype", "bf16", "--env", "H100 SXM5")
+    assert data["experiments_here"] == 2, data
+    notes = data["spelt_as_one"]
+    assert len(notes) == 2 and all(note in text for note in notes), data
+    dtype, env = notes
+    assert "'bf16'" in dtype and "'bfloat16'" in dtype, dtype
+    # What to run on the one spelt otherwise (not on the one already spelt so).
+    second = json.loads(done.stdout)["id"]
+    assert f"kexp update {second[:10]}" in dtype and first[:10] not in dtype, dtype
+    assert "--set dtype_sig=VALUE" in dtype and "VALUE 'bf16'" in dtype, dtype
+    assert repr(other) in env and repr(ENV) in env and "--set env=VALUE" in env, env
+    # Made one as the note says: nothing more to say.
+    done = run_kexp("update", second, "--set", "dtype_sig=bf16", "--set", f"env={ENV}", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    _, data = consult(repo, "--dtype", "bf16", "--env", "H100 SXM5")
+    assert data["experiments_here"] == 2 and data.get("spelt_as_one") is None, data

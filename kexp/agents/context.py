@@ -93,6 +93,7 @@ from kexp.agents.sections import (
     not_tried,
     several_envs,
     several_matched,
+    spelt_as_one,
     with_unread,
 )
 from kexp.core.errors import KexpError
@@ -425,6 +426,9 @@ def _gather(
         else None,
         "unmatched": list(unmatched.values()) or None,
         "read_alone": alone or None,
+        # Two spellings of one value read as one, which stats and tree count apart.
+        "spelt_as_one": spelt_as_one({"operator_sig": operators, **asked}, everything_here, short)
+        or None,
         "start": None if here or controls_here or no_match else start,
         "envs": several_envs([*here, *controls_here], env),
         "several": several_matched(

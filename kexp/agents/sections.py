@@ -1,6 +1,7 @@
 """The sections of the context packet (:mod:`kexp.agents.context`) that sum up many
 experiments: the changes not to repeat, grouped; the dtypes, envs and configurations not
-tried yet (or never improved); and, when no operator matches, the operators recorded.
+tried yet (or never improved); and, when no operator matches, the operators recorded;
+the notes on the values a filter read (several, or one spelt several ways).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
-from kexp.core.advice import ASK_ONE_ENV, NARROW_FILTER
+from kexp.core.advice import ASK_ONE_ENV, CORRECT_FIELD, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
 from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
@@ -214,6 +215,46 @@ def not_tried(
         )
         rank += 1
     return entries[: SECTION_LIMITS["not_tried"]]
+
+
+#: How many ids of experiments spelt otherwise a note names.
+NAMED_IDS = 3
+
+
+def spelt_as_one(
+    filters: dict[str, list[tuple[str, str, int]]],
+    rows: Sequence[Row],
+    short: Callable[[str], str],
+) -> list[str]:
+    """For each filter (its column: the values it read, as
+    :func:`kexp.storage.operators.matching` gives them) that read two spellings of one
+    value as one (``bf16`` and ``bfloat16``), which stats, tree and review count apart: a
+    line naming them, and how to make them one on those of ``rows`` spelt otherwise."""
+    notes = []
+    for column, found in filters.items():
+        groups: dict[str, list[tuple[str, str, int]]] = {}
+        for item in found:
+            groups.setdefault(spelled(column, item[0]), []).append(item)
+        for mine, spellings in groups.items():
+            if len(spellings) < 2:
+                continue
+            # The spelling most written (kexp's own, among as many) is the one to keep.
+            kept = min(spellings, key=lambda item: (-item[2], item[0] != mine, item[0]))
+            others = [item for item in spellings if item is not kept]
+            keys = {key for key, _, _ in others}
+            ids = sorted({row.id for row in rows if getattr(row, column).lower() in keys})
+            name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
+            named = ", ".join(repr(shown) for _, shown, _ in others)
+            listed = ", ".join(short(exp_id) for exp_id in ids[:NAMED_IDS])
+            more = f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else ""
+            notes.append(
+                f"{name} {kept[1]!r} read as one with {named} (one {name} in kexp's "
+                "spelling), which kexp stats, tree and review count as campaigns of their "
+                f"own: to make them one, write VALUE {kept[1]!r} on the {len(ids)} spelt "
+                f"otherwise ({listed}{more}): "
+                f"{CORRECT_FIELD.say(id=short(ids[0]), field=column)}"
+            )
+    return notes
 
 
 def several_envs(rows: Sequence[Row], env: str | None) -> str | None:
