@@ -105,3 +105,14 @@ def test_the_packet_says_where_it_reads_two_spellings_as_one_and_the_warnings_ar
     assert done.returncode == 0, done.stderr
     _, data = consult(repo, "--dtype", "bf16", "--env", "H100 SXM5")
     assert data["experiments_here"] == 2 and data.get("spelt_as_one") is None, data
+
+
+def test_not_tried_yet_reads_spellings_as_one(repo: Path, store: Store) -> None:
+    add(repo, "A - +30%", 1.3)
+    add(repo, "A2 - -3%", 0.97)
+    add(repo, "Z - +10%", 1.1, dtype="torch.bfloat16", env="H100-SXM5 80GB, CUDA 12.4")
+    add(repo, "Y - +10%", 1.1, operator="k.py: other", dtype="bfloat16",
+        env="NVIDIA H100-SXM5 80GB, CUDA 12.4")  # fmt: skip
+    text, data = consult(repo)
+    assert "never tried" not in text, text
+    assert not [e for e in data["not_tried"] or () if e["kind"] in ("dtype", "env")], data
