@@ -116,3 +116,21 @@ def test_not_tried_yet_reads_spellings_as_one(repo: Path, store: Store) -> None:
     text, data = consult(repo)
     assert "never tried" not in text, text
     assert not [e for e in data["not_tried"] or () if e["kind"] in ("dtype", "env")], data
+
+
+def test_an_env_feature_switched_off_is_no_spelling_of_the_one_switched_on(
+    repo: Path, store: Store
+) -> None:
+    add(repo, "Unroll 4 - +30%", 1.3, env="MI250X, gfx90a:xnack+, ROCm 6.2")
+    done = run_kexp(
+        "add", "--summary", "Unroll 2 - +10%", "--score", "1.1", "--operator", OPERATOR,
+        "--dtype", "bf16", "--env", "MI250X, gfx90a:xnack-, ROCm 6.2", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0 and "spelt otherwise" not in done.stderr, done.stderr
+    # Spelt otherwise, a machine is still told of: h100-sxm5 is H100 SXM5.
+    add(repo, "Tiling - +5%", 1.05, env="h100-sxm5 80GB, CUDA 12.4")
+    add(repo, "Tiling 2 - +5%", 1.05)
+    add(repo, "Tiling 3 - +5%", 1.05)
+    checked = run_kexp("validate", cwd=repo)
+    (found,) = [line for line in checked.stdout.splitlines() if "env-spelt-otherwise" in line]
+    assert "'h100-sxm5 80GB, CUDA 12.4' is" in found and "xnack" not in found, checked.stdout
