@@ -105,7 +105,14 @@ from kexp.core.outcome import (
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end_ids
-from kexp.storage.operators import COLUMNS, matching, named_closest, part_of, read_alone
+from kexp.storage.operators import (
+    COLUMNS,
+    matched_as,
+    matching,
+    named_closest,
+    part_of,
+    read_alone,
+)
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
@@ -141,9 +148,9 @@ NO_MATCH = (
 #: experiments (an env spelt otherwise than recorded: ``CPU`` for ``AMD EPYC ...``), in
 #: place of :data:`START`, which would call the operator's campaign not begun.
 UNMATCHED = (
-    "No experiment on this operator has {a} {name} matching {value!r} (a part of {column}, "
-    "in any case): its {count} {name}(s), the closest first: {named}. Give one of them, or "
-    "a part of it, as the {name}."
+    "No experiment on this operator has {a} {name} matching {value!r} ({how}): its "
+    "{count} {name}(s), the closest first: {named}. Give one of them, or {part}, as the "
+    "{name}."
 )
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
 #: :func:`context` and its settings, and (from :mod:`kexp.agents.packet`) the budget's
@@ -476,8 +483,9 @@ def _unmatched(rows: list[Row], dtype: str | None, env: str | None) -> dict[str,
             continue
         count, named = named_closest(rows, name, value)
         a = "an" if name == "env" else "a"
+        how, part = matched_as(column)
         said[name] = UNMATCHED.format(
-            a=a, name=name, value=value, column=column, count=count, named=named
+            a=a, name=name, value=value, how=how, part=part, count=count, named=named
         )
     return said
 

@@ -26,6 +26,7 @@ __all__ = [
     "closest",
     "closest_operators",
     "distinct",
+    "matched_as",
     "matching",
     "named_closest",
     "part_of",
@@ -227,11 +228,19 @@ def named_closest(rows: Sequence[Row], name: str, value: str) -> tuple[int, str]
     return len(known), named
 
 
+def matched_as(column: str) -> tuple[str, str]:
+    """How a filter of ``column`` reads a value (:func:`part_of`), and what of a value
+    to give it: a part, in any case; a dtype's whole names, in any spelling."""
+    if column == "dtype_sig":
+        return "a whole dtype name in dtype_sig, in any spelling", "one of its names"
+    return f"a part of {column}, in any case", "a part of it"
+
+
 def unmatched_value(
     rows: Sequence[Row], name: str, value: str, operator: str | None = None
 ) -> str | None:
-    """What to say of a ``dtype`` or ``env`` filter (``name``; a part of the field, in
-    any case) that matches none of ``rows``: the operator's experiments when
+    """What to say of a ``dtype`` or ``env`` filter (``name``; read as :func:`part_of`
+    says) that matches none of ``rows``: the operator's experiments when
     ``operator`` is given (it matches some), else every one a read sees. That none
     does, and the closest recorded; None when one matches, or ``rows`` is empty."""
     column = COLUMNS[name]
@@ -239,11 +248,12 @@ def unmatched_value(
         return None
     count, named = named_closest(rows, name, value)
     where = f"on operator {operator!r} has" if operator else "recorded has"
+    how, part = matched_as(column)
     return (
-        f"no experiment {where} {_article(name)} {name} matching {value!r} (a part of "
-        f"{column}, in any case), so nothing was found for it; the closest of the {count} "
-        f"{name}(s) recorded{' for it' if operator else ''}: {named}; give one of them, "
-        f"or a part of it, as the {name}"
+        f"no experiment {where} {_article(name)} {name} matching {value!r} ({how}), so "
+        f"nothing was found for it; the closest of the {count} {name}(s) recorded"
+        f"{' for it' if operator else ''}: {named}; give one of them, or {part}, as the "
+        f"{name}"
     )
 
 
