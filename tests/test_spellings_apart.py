@@ -134,3 +134,16 @@ def test_an_env_feature_switched_off_is_no_spelling_of_the_one_switched_on(
     checked = run_kexp("validate", cwd=repo)
     (found,) = [line for line in checked.stdout.splitlines() if "env-spelt-otherwise" in line]
     assert "'h100-sxm5 80GB, CUDA 12.4' is" in found and "xnack" not in found, checked.stdout
+
+
+def test_an_env_with_the_vendors_name_is_told_of_as_spelt_otherwise(
+    repo: Path, store: Store
+) -> None:
+    add(repo, "Tiling - +5%", 1.05)
+    done = run_kexp(
+        "add", "--summary", "Unroll - +10%", "--score", "1.1", "--operator", OPERATOR,
+        "--dtype", "bf16", "--env", f"NVIDIA {ENV}", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (warned,) = [line for line in done.stderr.splitlines() if "spelt otherwise" in line]
+    assert f"but {ENV!r} is, spelt otherwise" in warned, warned

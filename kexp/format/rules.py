@@ -245,9 +245,14 @@ _NOT_FOLDED = re.compile(r"[\W_]+")
 _KEPT = re.compile(r"(\+|(?<=[^\W_])-(?![^\W_]))")
 
 
+#: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100``), at the start of a part.
+_VENDOR = re.compile(r"(^|[,:/(])\s*(?:nvidia|amd instinct|amd)\s+")
+
+
 def folded_env(env: str) -> str:
-    """``env`` with case, punctuation and spaces folded away: what two spellings of one
-    machine share (``H100 SXM, CUDA 12.4`` and ``h100 sxm cuda12.4``); a ``+`` and a
-    ``-`` that ends a word are kept (``xnack+`` and ``xnack-`` are two machines' envs)."""
-    parts = _KEPT.split(env.casefold())  # text, a kept sign, text, ...
+    """``env`` with case, punctuation, spaces and a vendor's name before a GPU's folded
+    away: what two spellings of one machine share (``H100 SXM, CUDA 12.4``, ``h100 sxm
+    cuda12.4`` and ``NVIDIA H100-SXM, CUDA 12.4``, as kexp's filters read them); a ``+``
+    and a ``-`` that ends a word are kept (``xnack+`` and ``xnack-`` are two envs)."""
+    parts = _KEPT.split(_VENDOR.sub(r"\1", env.casefold()))  # text, a kept sign, text, ...
     return "".join(part if at % 2 else _NOT_FOLDED.sub("", part) for at, part in enumerate(parts))
