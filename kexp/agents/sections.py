@@ -261,6 +261,8 @@ def spelt_as_one(
             others = [item for item in spellings if item is not kept]
             keys = {key for key, _, _ in others}
             ids = sorted({row.id for row in rows if getattr(row, column).lower() in keys})
+            if not ids:
+                continue
             name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
             named = ", ".join(repr(shown) for _, shown, _ in others)
             listed = ", ".join(short(exp_id) for exp_id in ids[:NAMED_IDS])
