@@ -43,6 +43,11 @@ def test_a_dtype_filter_reads_whole_dtype_names_never_raw_text(repo: Path, store
     listed = add(repo, "fp8 cast - +20%", 1.2, dtype="bf16,fp8")
     rows, _ = top(repo, "--dtype", "float8_e4m3fn")
     assert [row["id"] for row in rows] == [listed], rows
+    # Text that names no dtype kexp knows is a part of the value, as every filter is.
+    rows, _ = top(repo, "--dtype", "fp")
+    assert sorted(row["id"] for row in rows) == sorted([fp16, listed]), rows
+    rows, said = top(repo, "--dtype", "fp4")
+    assert rows == [] and "(a part of dtype_sig, in any case)" in said, said
 
 
 def test_fp8_is_e4m3_and_e5m2_is_a_dtype_of_its_own(repo: Path, store: Store) -> None:

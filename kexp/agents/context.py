@@ -483,7 +483,7 @@ def _unmatched(rows: list[Row], dtype: str | None, env: str | None) -> dict[str,
             continue
         count, named = named_closest(rows, name, value)
         a = "an" if name == "env" else "a"
-        how, part = matched_as(column)
+        how, part = matched_as(column, value)
         said[name] = UNMATCHED.format(
             a=a, name=name, value=value, how=how, part=part, count=count, named=named
         )

@@ -29,6 +29,7 @@ __all__ = [
     "matched_as",
     "matching",
     "named_closest",
+    "names_dtypes",
     "part_of",
     "read_alone",
     "spelled",
@@ -104,16 +105,25 @@ def spelled(column: str, value: str) -> str:
 @functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat
 def part_of(column: str, wanted: str, value: str) -> bool:
     """Whether a filter ``wanted`` of ``column`` reads ``value``: a part of it, in any
-    case, as given or as both are :func:`spelled`; a dtype only as both are spelled, its
-    whole names (``fp8`` of ``bf16->fp8``, not of ``fp8e5m2``; ``float16`` is ``fp16``,
-    no part of ``bfloat16``)."""
+    case, as given or as both are :func:`spelled`; a dtype kexp names
+    (:func:`names_dtypes`) only by its whole names, as both are spelled (``fp8`` of
+    ``bf16->fp8``, not of ``fp8e5m2``; ``float16`` is ``fp16``, no part of ``bfloat16``)."""
     mine = spelled(column, wanted)
-    if column == "dtype_sig":  # never the raw text: "float16" is in "bfloat16"
+    if column == "dtype_sig" and names_dtypes(wanted):  # "float16" is in "bfloat16"
         whole = _WHOLE.format(re.escape(mine))
-        return bool(mine) and re.search(whole, spelled(column, value)) is not None
+        return re.search(whole, spelled(column, value)) is not None
     if wanted.lower() in value.lower():
         return True
     return bool(mine) and mine in spelled(column, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def names_dtypes(wanted: str) -> bool:
+    """Whether a dtype filter ``wanted`` names dtypes kexp knows, each whole (``bf16``,
+    ``torch.float16``, ``bf16,fp8``: :data:`DTYPE_SPELLINGS`), so that it reads their
+    whole names alone; other text (``fp``) is a part of the value, as every filter is."""
+    names = re.split(r"[^a-z0-9_-]+", spelled("dtype_sig", wanted))
+    return any(names) and all(name in DTYPE_SPELLINGS for name in names if name)
 
 
 def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
@@ -228,10 +238,10 @@ def named_closest(rows: Sequence[Row], name: str, value: str) -> tuple[int, str]
     return len(known), named
 
 
-def matched_as(column: str) -> tuple[str, str]:
-    """How a filter of ``column`` reads a value (:func:`part_of`), and what of a value
-    to give it: a part, in any case; a dtype's whole names, in any spelling."""
-    if column == "dtype_sig":
+def matched_as(column: str, wanted: str) -> tuple[str, str]:
+    """How a filter ``wanted`` of ``column`` reads a value (:func:`part_of`), and what of
+    a value to give it: a part, in any case; a dtype kexp names, its whole names."""
+    if column == "dtype_sig" and names_dtypes(wanted):
         return "a whole dtype name in dtype_sig, in any spelling", "one of its names"
     return f"a part of {column}, in any case", "a part of it"
 
@@ -248,7 +258,7 @@ def unmatched_value(
         return None
     count, named = named_closest(rows, name, value)
     where = f"on operator {operator!r} has" if operator else "recorded has"
-    how, part = matched_as(column)
+    how, part = matched_as(column, value)
     return (
         f"no experiment {where} {_article(name)} {name} matching {value!r} ({how}), so "
         f"nothing was found for it; the closest of the {count} {name}(s) recorded"
