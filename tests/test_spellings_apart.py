@@ -174,3 +174,18 @@ def test_the_mcp_consult_says_it_in_the_tools_words(repo: Path, store: Store) ->
     (note,) = [line for line in answers[0].splitlines() if "read as one with" in line]
     assert f'the update tool with exp_id: "{second[:10]}' in note, note
     assert '"dtype_sig": VALUE' in note and "kexp update" not in note, note
+
+
+def test_a_step_on_its_parents_machine_spelt_otherwise_is_told_to_write_that_spelling(
+    repo: Path, store: Store
+) -> None:
+    root = add(repo, "A - +30%", 1.3)
+    done = run_kexp(
+        "add", "--json", "--pid", root, "--summary", "C - +5%", "--score", "1.05",
+        "--env", "NVIDIA H100-SXM5 80GB, CUDA 12.4", cwd=repo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    step = json.loads(done.stdout)["id"]
+    (warned,) = [line for line in done.stderr.splitlines() if "its parent" in line]
+    assert f"on {ENV!r}, spelt otherwise: if it is that machine, write that spelling" in warned
+    assert f"kexp update {step} --set env=VALUE" in warned, warned

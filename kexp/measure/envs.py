@@ -72,11 +72,18 @@ def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) ->
             )
     if parents is not None and env != parents.strip() and exp.measured_against != "reference":
         pid = CORRECT_FIELD.say(id=exp.id, field="pid")
+        # The parent's machine spelt otherwise (NVIDIA H100-SXM5 for H100 SXM5): say so
+        # first, as writing its spelling is all there is to do then.
+        spelt = (
+            f", spelt otherwise: if it is that machine, write that spelling ({correct}); if not, "
+            if folded_env(env) == folded_env(parents)
+            else ": "
+        )
         said.append(
             f"experiment {exp.id} was measured on {env!r}, its parent {exp.pid} on "
-            f"{parents.strip()!r}: its cumulative score multiplies scores of two machines; "
-            f"measure the parent's code on this machine and make that record the parent "
-            f"({pid}), or start from the reference with an empty pid "
+            f"{parents.strip()!r}{spelt}its cumulative score multiplies scores of two "
+            f"machines; measure the parent's code on this machine and make that record "
+            f"the parent ({pid}), or start from the reference with an empty pid "
             "(kexp validate warns of it)"
         )
     for message in said:
