@@ -76,9 +76,9 @@ def test_a_dtype_nobody_recorded_on_the_operator_is_said(controlled: Path) -> No
     header, data = packet(controlled, "--dtype", "bf16", "--env", "EPYC")
     assert data["start"].startswith("If this dtype is new here, start its campaign with")
     assert data["unmatched"] == [
-        "No experiment on this operator has a dtype matching 'bf16' (a part of dtype_sig, "
-        "in any case): its 1 dtype(s), the closest first: 'fp64' (1 recorded). Give one of "
-        "them, or a part of it, as the dtype."
+        "No experiment on this operator has a dtype matching 'bf16' (a whole dtype name in "
+        "dtype_sig, in any spelling): its 1 dtype(s), the closest first: 'fp64' (1 "
+        "recorded). Give one of them, or one of its names, as the dtype."
     ], data
     assert "Nothing recorded here yet" not in header
 

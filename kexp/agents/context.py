@@ -71,7 +71,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import (
-    contains_wanted,
     crossed_line,
     crossed_machines,
     experiment_entry,
@@ -94,6 +93,7 @@ from kexp.agents.sections import (
     not_tried,
     several_envs,
     several_matched,
+    spelt_as_one,
     with_unread,
 )
 from kexp.core.errors import KexpError
@@ -105,7 +105,14 @@ from kexp.core.outcome import (
 )
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end_ids
-from kexp.storage.operators import COLUMNS, matching, named_closest, part_of, read_alone
+from kexp.storage.operators import (
+    COLUMNS,
+    matched_as,
+    matching,
+    named_closest,
+    part_of,
+    read_alone,
+)
 from kexp.storage.query import believed_best, chronological
 from kexp.storage.repeats import repeats_in
 from kexp.storage.retrieval import Search, asked, searching
@@ -141,9 +148,9 @@ NO_MATCH = (
 #: experiments (an env spelt otherwise than recorded: ``CPU`` for ``AMD EPYC ...``), in
 #: place of :data:`START`, which would call the operator's campaign not begun.
 UNMATCHED = (
-    "No experiment on this operator has {a} {name} matching {value!r} (a part of {column}, "
-    "in any case): its {count} {name}(s), the closest first: {named}. Give one of them, or "
-    "a part of it, as the {name}."
+    "No experiment on this operator has {a} {name} matching {value!r} ({how}): its "
+    "{count} {name}(s), the closest first: {named}. Give one of them, or {part}, as the "
+    "{name}."
 )
 _FAILURES = frozenset({"buggy", "failed", "regression", "interference"})
 #: :func:`context` and its settings, and (from :mod:`kexp.agents.packet`) the budget's
@@ -426,6 +433,9 @@ def _gather(
         else None,
         "unmatched": list(unmatched.values()) or None,
         "read_alone": alone or None,
+        # Two spellings of one value read as one, which stats and tree count apart.
+        "spelt_as_one": spelt_as_one({"operator_sig": operators, **asked}, everything_here, short)
+        or None,
         "start": None if here or controls_here or no_match else start,
         "envs": several_envs([*here, *controls_here], env),
         "several": several_matched(
@@ -469,12 +479,13 @@ def _unmatched(rows: list[Row], dtype: str | None, env: str | None) -> dict[str,
     said = {}
     for name, value in (("dtype", dtype), ("env", env)):
         column = COLUMNS[name]
-        if not rows or not value or any(contains_wanted(getattr(r, column), value) for r in rows):
+        if not rows or not value or any(part_of(column, value, getattr(r, column)) for r in rows):
             continue
         count, named = named_closest(rows, name, value)
         a = "an" if name == "env" else "a"
+        how, part = matched_as(column, value)
         said[name] = UNMATCHED.format(
-            a=a, name=name, value=value, column=column, count=count, named=named
+            a=a, name=name, value=value, how=how, part=part, count=count, named=named
         )
     return said
 

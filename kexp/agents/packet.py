@@ -260,6 +260,8 @@ def _markdown(header: dict[str, Any], kept: list[Entry], left: dict[str, int], b
         summary += f"\n{note}"
     for note in header.get("read_alone") or ():  # as every read says it
         summary += f"\n{note}."
+    for note in header.get("spelt_as_one") or ():
+        summary += f"\n{note}."
     if header.get("start"):
         summary += f"\n{header['start']}"
     if header.get("plan"):

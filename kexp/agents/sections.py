@@ -1,6 +1,7 @@
 """The sections of the context packet (:mod:`kexp.agents.context`) that sum up many
 experiments: the changes not to repeat, grouped; the dtypes, envs and configurations not
-tried yet (or never improved); and, when no operator matches, the operators recorded.
+tried yet (or never improved); and, when no operator matches, the operators recorded;
+the notes on the values a filter read (several, or one spelt several ways).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
-from kexp.core.advice import ASK_ONE_ENV, NARROW_FILTER
+from kexp.core.advice import ASK_ONE_ENV, CORRECT_FIELD, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
 from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
@@ -122,38 +123,43 @@ def not_tried(
         ("env", env, dtype, "env", "dtype"),
     ):
         # Tried on the operator (with the other of dtype and env, when given), and
-        # tried on it at all (with any other: what "never tried" must not deny).
+        # tried on it at all (with any other: what "never tried" must not deny), each
+        # value in kexp's spelling (torch.bfloat16 was tried where bf16 was).
         tried: dict[str, list[Row]] = {}
         anywhere: dict[str, list[Row]] = {}
         other_column = _COLUMN[other_label]
         for doc in on_operator:
-            value = getattr(doc, column)
-            anywhere.setdefault(value.lower(), []).append(doc)
+            value = spelled(column, getattr(doc, column))
+            anywhere.setdefault(value, []).append(doc)
             if contains_wanted(getattr(doc, other_column), wanted_other, other_column):
-                tried.setdefault(value.lower(), []).append(doc)
-        listed = distinct(search.rows, column)[:40]
+                tried.setdefault(value, []).append(doc)
+        listed = _one_spelling(distinct(search.rows, column), column)[:40]
         # The operator's env(s) the filter reads (kexp context's "here"): what the
         # packet's counts are of, so no part of one is "never tried" (MI300X of
         # "MI300X, ROCm 7.0.0"), nor another machine's env (not this agent's to try).
         read = {key for key, _, _ in matching(on_operator, column, wanted)} if wanted else set()
+        spelt = {spelled(column, key) for key in read}
         if column == "env" and wanted:
             listed = [
                 item
                 for item in listed
                 if contains_wanted(item[0], wanted, column)
-                and (item[0] in read or not any(part_of(column, item[0], key) for key in read))
+                and (
+                    spelled(column, item[0]) in spelt
+                    or not any(part_of(column, item[0], key) for key in read)
+                )
             ]
         elif wanted:  # another kernel's dtype, never this one's: no campaign to read
-            listed = [item for item in listed if item[0] in anywhere]
+            listed = [item for item in listed if spelled(column, item[0]) in anywhere]
         if wanted and not any(contains_wanted(value, wanted, column) for value, _, _ in listed):
             # Asked for, and in no experiment of the store: never tried, said as such.
             listed.insert(0, (wanted.lower(), wanted, 0))
         for value, shown, _ in listed:
-            found = tried.get(value, [])
+            found = tried.get(spelled(column, value), [])
             if any(outcomes[d.path] == "improvement" for d in found):
                 continue
             measured = [d.score for d in found if outcomes[d.path] not in UNMEASURED_OUTCOMES]
-            elsewhere = [] if found else anywhere.get(value, [])
+            elsewhere = [] if found else anywhere.get(spelled(column, value), [])
             data: dict[str, Any] = {}
             if found:
                 best = f"best {max(measured):.4f}x" if measured else "nothing measured"
@@ -214,6 +220,61 @@ def not_tried(
         )
         rank += 1
     return entries[: SECTION_LIMITS["not_tried"]]
+
+
+def _one_spelling(values: list[tuple[str, str, int]], column: str) -> list[tuple[str, str, int]]:
+    """``values`` (:func:`kexp.storage.operators.distinct`'s) with the first of each
+    value in kexp's spelling (:func:`kexp.storage.operators.spelled`) alone."""
+    seen: set[str] = set()
+    kept = []
+    for item in values:
+        key = spelled(column, item[0])
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
+
+
+#: How many ids of experiments spelt otherwise a note names.
+NAMED_IDS = 3
+
+
+def spelt_as_one(
+    filters: dict[str, list[tuple[str, str, int]]],
+    rows: Sequence[Row],
+    short: Callable[[str], str],
+) -> list[str]:
+    """For each filter (its column: the values it read, as
+    :func:`kexp.storage.operators.matching` gives them) that read two spellings of one
+    value as one (``bf16`` and ``bfloat16``), which stats, tree and review count apart: a
+    line naming them, and how to make them one on those of ``rows`` spelt otherwise."""
+    notes = []
+    for column, found in filters.items():
+        groups: dict[str, list[tuple[str, str, int]]] = {}
+        for item in found:
+            groups.setdefault(spelled(column, item[0]), []).append(item)
+        for mine, spellings in groups.items():
+            if len(spellings) < 2:
+                continue
+            # The spelling most written (kexp's own, among as many) is the one to keep.
+            kept = min(spellings, key=lambda item: (-item[2], item[0] != mine, item[0]))
+            others = [item for item in spellings if item is not kept]
+            keys = {key for key, _, _ in others}
+            ids = sorted({row.id for row in rows if getattr(row, column).lower() in keys})
+            if not ids:
+                continue
+            name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
+            named = ", ".join(repr(shown) for _, shown, _ in others)
+            listed = ", ".join(short(exp_id) for exp_id in ids[:NAMED_IDS])
+            more = f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else ""
+            notes.append(
+                f"{name} {kept[1]!r} read as one with {named} (one {name} in kexp's "
+                "spelling), which kexp stats, tree and review count as campaigns of their "
+                f"own: to make them one, write VALUE {kept[1]!r} on the {len(ids)} spelt "
+                f"otherwise ({listed}{more}): "
+                f"{CORRECT_FIELD.say(id=short(ids[0]), field=column)}"
+            )
+    return notes
 
 
 def several_envs(rows: Sequence[Row], env: str | None) -> str | None:

@@ -240,9 +240,19 @@ def warns_if_valid(fields: Mapping[str, Any], settings: Settings = DEFAULT_SETTI
 
 #: What two spellings of one env may differ in: case, punctuation and spaces.
 _NOT_FOLDED = re.compile(r"[\W_]+")
+#: What is kept of them: a ``+``, and a ``-`` that ends a word (a feature on or off:
+#: ``gfx90a:xnack+`` is not ``gfx90a:xnack-``).
+_KEPT = re.compile(r"(\+|(?<=[^\W_])-(?![^\W_]))")
+
+
+#: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100``), at the start of a part.
+_VENDOR = re.compile(r"(^|[,:/(])\s*(?:nvidia|amd instinct|amd)\s+")
 
 
 def folded_env(env: str) -> str:
-    """``env`` with case, punctuation and spaces folded away: what two spellings of one
-    machine share (``H100 SXM, CUDA 12.4`` and ``h100 sxm cuda12.4``)."""
-    return _NOT_FOLDED.sub("", env.casefold())
+    """``env`` with case, punctuation, spaces and a vendor's name before a GPU's folded
+    away: what two spellings of one machine share (``H100 SXM, CUDA 12.4``, ``h100 sxm
+    cuda12.4`` and ``NVIDIA H100-SXM, CUDA 12.4``, as kexp's filters read them); a ``+``
+    and a ``-`` that ends a word are kept (``xnack+`` and ``xnack-`` are two envs)."""
+    parts = _KEPT.split(_VENDOR.sub(r"\1", env.casefold()))  # text, a kept sign, text, ...
+    return "".join(part if at % 2 else _NOT_FOLDED.sub("", part) for at, part in enumerate(parts))

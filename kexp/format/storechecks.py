@@ -200,8 +200,8 @@ def _env_finding(number: int, env: str, pid: str, parents: str | None) -> Findin
 def _spelling_findings(items: Sequence[FileLinks]) -> list[Finding]:
     """The ``env-spelt-otherwise`` warning of each item whose env is another spelling
     (case, punctuation and spaces aside: :func:`folded_env`) of an env the items write
-    more often (the first written, among as many): a campaign of its own to review,
-    context and stats."""
+    more often (the first written, among as many): a campaign of its own to stats, tree
+    and review."""
     spellings: dict[str, Counter[str]] = {}
     for item in items:
         if item.env and item.env.strip():
@@ -218,8 +218,8 @@ def _spelling_findings(items: Sequence[FileLinks]) -> list[Finding]:
                     ("env",),
                     "env-spelt-otherwise",
                     "env",
-                    f"env {env!r} is {spelt!r} spelt otherwise: a campaign of its own in "
-                    "review, context and stats",
+                    f"env {env!r} is {spelt!r} spelt otherwise: kexp stats, tree and review "
+                    "count each a campaign of its own",
                     f"if it is that machine, write env: {spelt!r}",
                     "warning",
                 )

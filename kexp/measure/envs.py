@@ -1,11 +1,12 @@
 """The machine a new experiment was measured on, judged when it is recorded.
 
-A campaign is an operator × dtype × env (review, context and stats tell them apart by
-the ``env`` text), so an ``env`` that keeps a record out of its campaign is warned of
-(:class:`~kexp.core.errors.EnvWarning`), the record written all the same: a root's empty
-one, as its empty operator_sig or dtype_sig (it belongs to no campaign; ``kexp
-validate`` warns of it too: ``campaign-missing``), one spelt otherwise than a recorded
-env (``h100 sxm cuda12.4`` beside ``H100 SXM, CUDA 12.4``: a campaign of its own), and a
+A campaign is an operator × dtype × env (stats, tree and review tell them apart by the
+``env`` text; context reads kexp's spelling of it), so an ``env`` that keeps a record
+out of its campaign is warned of (:class:`~kexp.core.errors.EnvWarning`), the record
+written all the same: a root's empty one, as its empty operator_sig or dtype_sig (it
+belongs to no campaign; ``kexp validate`` warns of it too: ``campaign-missing``), one
+spelt otherwise than a recorded env (``h100 sxm cuda12.4`` beside ``H100 SXM, CUDA
+12.4``: a campaign of its own), and a
 step measured on another machine than its parent and over its code (its cumulative
 score multiplies scores of two machines; ``kexp validate`` warns of it too:
 ``env-differs-from-parent``).
@@ -65,16 +66,24 @@ def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) ->
         if near:
             said.append(
                 f"experiment {exp.id}: env {env!r} is recorded nowhere else, but {near[0]!r} "
-                "is, spelt otherwise: a campaign of its own in review, context and stats; "
+                "is, spelt otherwise: kexp stats, tree and review count each a campaign of "
+                "its own; "
                 f"if it is that machine, write that spelling: {correct}"
             )
     if parents is not None and env != parents.strip() and exp.measured_against != "reference":
         pid = CORRECT_FIELD.say(id=exp.id, field="pid")
+        # The parent's machine spelt otherwise (NVIDIA H100-SXM5 for H100 SXM5): say so
+        # first, as writing its spelling is all there is to do then.
+        spelt = (
+            f", spelt otherwise: if it is that machine, write that spelling ({correct}); if not, "
+            if folded_env(env) == folded_env(parents)
+            else ": "
+        )
         said.append(
             f"experiment {exp.id} was measured on {env!r}, its parent {exp.pid} on "
-            f"{parents.strip()!r}: its cumulative score multiplies scores of two machines; "
-            f"measure the parent's code on this machine and make that record the parent "
-            f"({pid}), or start from the reference with an empty pid "
+            f"{parents.strip()!r}{spelt}its cumulative score multiplies scores of two "
+            f"machines; measure the parent's code on this machine and make that record "
+            f"the parent ({pid}), or start from the reference with an empty pid "
             "(kexp validate warns of it)"
         )
     for message in said:

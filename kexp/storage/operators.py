@@ -8,7 +8,8 @@ wrote it: ``CPU`` for ``AMD EPYC (2 cores), gcc 12``): :func:`unmatched_value`.
 Every filter of an ``operator``, ``dtype`` or ``env`` reads a value as :func:`part_of`
 says: a part of it in any case, in the value's own spelling or in kexp's (:func:`spelled`:
 ``bfloat16`` and ``torch.bfloat16`` are ``bf16``; ``path.py:function`` is
-``path.py: function``; ``H100-SXM5`` is ``H100 SXM5``)."""
+``path.py: function``; ``H100-SXM5`` is ``H100 SXM5``); a dtype's whole names only
+(``float16`` is no part of ``bfloat16``, ``fp8`` none of ``fp8e5m2``)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ __all__ = [
     "closest",
     "closest_operators",
     "distinct",
+    "matched_as",
     "matching",
     "named_closest",
+    "names_dtypes",
     "part_of",
     "read_alone",
     "spelled",
@@ -39,21 +42,38 @@ __all__ = [
 NAMED = 3
 
 #: The usual spellings of a dtype (PyTorch's, NumPy's, Triton's, with or without their
-#: ``torch.``/``np.``/``tl.`` prefix), each read as the short name kexp records.
+#: ``torch.``/``np.``/``tl.`` prefix), each read as the short name kexp records. ``fp8``
+#: is e4m3 (the fp8 of inference and forward passes); e5m2 is a dtype of its own,
+#: ``fp8e5m2``, never read by ``fp8``.
 DTYPE_SPELLINGS: dict[str, tuple[str, ...]] = {
     "bf16": ("bfloat16",),
     "fp16": ("float16", "half"),
     "fp32": ("float32", "float"),
     "fp64": ("float64", "double"),
-    "fp8": ("float8_e4m3fn", "float8_e4m3fnuz", "float8e4nv", "fp8e4m3", "fp8_e4m3"),
-    "fp8e5m2": ("float8_e5m2", "float8_e5m2fnuz", "float8e5", "fp8_e5m2"),
+    "fp8": (
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e4m3",
+        "float8e4nv",
+        "fp8e4m3",
+        "fp8_e4m3",
+        "fp8-e4m3",
+        "e4m3",
+    ),
+    "fp8e5m2": ("float8_e5m2", "float8_e5m2fnuz", "float8e5", "fp8_e5m2", "fp8-e5m2", "e5m2"),
 }
 _DTYPE_NAME = {name: short for short, names in DTYPE_SPELLINGS.items() for name in names}
 _DTYPE = re.compile(
-    r"(?<![\w.])(?:(?:torch|tl|np|numpy)\.)?("
+    r"(?<![\w.])(?<![a-z0-9][-_])(?:(?:torch|tl|np|numpy)\.)?("
     + "|".join(sorted(map(re.escape, _DTYPE_NAME), key=len, reverse=True))
-    + r")(?!\w)"
+    + r")(?!\w)(?!-[a-z0-9])"
 )
+#: A dtype's name, whole: no letter or digit beside it, nor ``-`` or ``_`` joining one to
+#: it (``fp8`` is no name of ``fp8e5m2`` nor of ``fp8-e5m2``; it is one of ``bf16->fp8``).
+_WHOLE = r"(?<![a-z0-9])(?<![a-z0-9][-_]){}(?![a-z0-9])(?![-_][a-z0-9])"
+#: In an env, a ``-`` or ``_`` between two letters or digits: a space (``H100-SXM5``);
+#: one that ends a word or stands beside a symbol is kept (``xnack-`` is not ``xnack+``).
+_JOINING = re.compile(r"(?<=[a-z0-9])[-_](?=[a-z0-9])")
 #: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100 ...``, rocm-smi's ``AMD
 #: Instinct MI300X``), at the start of a part of an env.
 _VENDOR = re.compile(r"(^|[,:/(])(?:nvidia|amd instinct|amd)\s+")
@@ -70,11 +90,12 @@ def spelled(column: str, value: str) -> str:
     """``value`` of ``column`` in kexp's spelling, lowercased, runs of whitespace one
     space and none around ``,`` ``:`` ``/`` ``->`` (``kernels/a.py:f`` is
     ``kernels/a.py: f``); a dtype's usual names its short one (:data:`DTYPE_SPELLINGS`:
-    ``torch.bfloat16`` is ``bf16``); in an env, ``-`` and ``_`` a space and a vendor's
-    name before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
+    ``torch.bfloat16`` is ``bf16``); in an env, a ``-`` or ``_`` between two letters or
+    digits a space (never one that ends a word: ``xnack-`` stays) and a vendor's name
+    before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
     text = value.lower()
     if column == "env":
-        text = re.sub(r"[-_]", " ", text)
+        text = _JOINING.sub(" ", text)
     elif column == "dtype_sig":
         text = _DTYPE.sub(lambda found: _DTYPE_NAME[found.group(1)], text)
     text = re.sub(r" ?(,|:|/|->) ?", r"\1", re.sub(r"\s+", " ", text).strip())
@@ -84,19 +105,25 @@ def spelled(column: str, value: str) -> str:
 @functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat
 def part_of(column: str, wanted: str, value: str) -> bool:
     """Whether a filter ``wanted`` of ``column`` reads ``value``: a part of it, in any
-    case, as given or as both are :func:`spelled` (a dtype so spelt: a whole name of
-    it, ``fp8`` of ``bf16->fp8``, not of ``fp8e5m2``)."""
+    case, as given or as both are :func:`spelled`; a dtype kexp names
+    (:func:`names_dtypes`) only by its whole names, as both are spelled (``fp8`` of
+    ``bf16->fp8``, not of ``fp8e5m2``; ``float16`` is ``fp16``, no part of ``bfloat16``)."""
+    mine = spelled(column, wanted)
+    if column == "dtype_sig" and names_dtypes(wanted):  # "float16" is in "bfloat16"
+        whole = _WHOLE.format(re.escape(mine))
+        return re.search(whole, spelled(column, value)) is not None
     if wanted.lower() in value.lower():
         return True
-    mine = spelled(column, wanted)
-    if not mine:
-        return False
-    if column == "dtype_sig":  # a dtype named whole: fp8 (e4m3) is no part of fp8e5m2
-        return (
-            re.search(rf"(?<![a-z0-9]){re.escape(mine)}(?![a-z0-9])", spelled(column, value))
-            is not None
-        )
-    return mine in spelled(column, value)
+    return bool(mine) and mine in spelled(column, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def names_dtypes(wanted: str) -> bool:
+    """Whether a dtype filter ``wanted`` names dtypes kexp knows, each whole (``bf16``,
+    ``torch.float16``, ``bf16,fp8``: :data:`DTYPE_SPELLINGS`), so that it reads their
+    whole names alone; other text (``fp``) is a part of the value, as every filter is."""
+    names = re.split(r"[^a-z0-9_-]+", spelled("dtype_sig", wanted))
+    return any(names) and all(name in DTYPE_SPELLINGS for name in names if name)
 
 
 def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
@@ -211,11 +238,19 @@ def named_closest(rows: Sequence[Row], name: str, value: str) -> tuple[int, str]
     return len(known), named
 
 
+def matched_as(column: str, wanted: str) -> tuple[str, str]:
+    """How a filter ``wanted`` of ``column`` reads a value (:func:`part_of`), and what of
+    a value to give it: a part, in any case; a dtype kexp names, its whole names."""
+    if column == "dtype_sig" and names_dtypes(wanted):
+        return "a whole dtype name in dtype_sig, in any spelling", "one of its names"
+    return f"a part of {column}, in any case", "a part of it"
+
+
 def unmatched_value(
     rows: Sequence[Row], name: str, value: str, operator: str | None = None
 ) -> str | None:
-    """What to say of a ``dtype`` or ``env`` filter (``name``; a part of the field, in
-    any case) that matches none of ``rows``: the operator's experiments when
+    """What to say of a ``dtype`` or ``env`` filter (``name``; read as :func:`part_of`
+    says) that matches none of ``rows``: the operator's experiments when
     ``operator`` is given (it matches some), else every one a read sees. That none
     does, and the closest recorded; None when one matches, or ``rows`` is empty."""
     column = COLUMNS[name]
@@ -223,11 +258,12 @@ def unmatched_value(
         return None
     count, named = named_closest(rows, name, value)
     where = f"on operator {operator!r} has" if operator else "recorded has"
+    how, part = matched_as(column, value)
     return (
-        f"no experiment {where} {_article(name)} {name} matching {value!r} (a part of "
-        f"{column}, in any case), so nothing was found for it; the closest of the {count} "
-        f"{name}(s) recorded{' for it' if operator else ''}: {named}; give one of them, "
-        f"or a part of it, as the {name}"
+        f"no experiment {where} {_article(name)} {name} matching {value!r} ({how}), so "
+        f"nothing was found for it; the closest of the {count} {name}(s) recorded"
+        f"{' for it' if operator else ''}: {named}; give one of them, or {part}, as the "
+        f"{name}"
     )
 
 
