@@ -514,7 +514,9 @@ def test_the_servers_instructions_name_the_arguments_of_the_campaigns_loop(
             assert named, f"the instructions do not name {argument} with {tool}: {said}"
         alone = (await agent.call("consult", **WHERE))[1][0]
         across = (await agent.call("consult", all_refs=True, **WHERE))[1][0]
-        assert "Nothing recorded here yet" in alone and "## Current best" in across
+        # the working tree alone holds nothing, and says the fetched branches it has not read
+        assert "Nothing recorded here in this checkout's files" in alone, alone
+        assert "not read" in alone and "## Current best" in across
 
     run_agent(bob, work)
 

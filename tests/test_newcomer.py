@@ -339,7 +339,7 @@ def test_show_of_an_experiment_on_another_branch_suggests_all_refs(
     git(repo, "checkout", "-q", "main")
     result = kexp(repo, "show", exp.id[:10])
     assert result.exit_code == 2
-    assert "agent-1" in result.stderr and f"kexp show {exp.id[:10]} --all-refs" in result.stderr
+    assert "agent-1" in result.stderr and "the same command with --all-refs" in result.stderr
     assert kexp(repo, "show", exp.id[:10], "--all-refs").exit_code == 0
     # An id nowhere: the usual error.
     missing = kexp(repo, "show", "0123456789")

@@ -216,7 +216,7 @@ def test_top_across_refs_explains_its_ref_column(repo: Path) -> None:
     git(repo, "commit", "-qm", "recorded")
     shown = fits(kexp(repo, "top", "--all-refs").stdout)
     assert "REF" in shown[0] and "local" in shown[1], shown
-    assert shown[-1].startswith("REF: local (the working tree)") and "+N: " in shown[-1]
+    assert shown[-1].startswith("REF: local (the working tree") and "+N: " in shown[-1]
     assert "REF" not in kexp(repo, "top").stdout
 
 
