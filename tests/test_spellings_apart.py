@@ -189,3 +189,6 @@ def test_a_step_on_its_parents_machine_spelt_otherwise_is_told_to_write_that_spe
     (warned,) = [line for line in done.stderr.splitlines() if "its parent" in line]
     assert f"on {ENV!r}, spelt otherwise: if it is that machine, write that spelling" in warned
     assert f"kexp update {step} --set env=VALUE" in warned, warned
+    checked = " ".join(run_kexp("validate", cwd=repo).stdout.split())
+    assert "env-spelt-otherwise" in checked, checked  # validate says it alike:
+    assert "two machines" not in checked, checked  # a spelling, not another machine

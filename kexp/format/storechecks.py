@@ -181,8 +181,10 @@ def store_findings(
 
 def _env_finding(number: int, env: str, pid: str, parents: str | None) -> Finding | None:
     """The ``env-differs-from-parent`` warning of the item ``number``, a step measured
-    on ``env`` whose parent ``pid`` was measured on ``parents`` (None: not known)."""
-    if parents is None or env.strip() == parents.strip():
+    on ``env`` whose parent ``pid`` was measured on ``parents`` (None: not known); none
+    for the parent's env spelt otherwise (:func:`folded_env`: one machine, which the
+    ``env-spelt-otherwise`` warning names)."""
+    if parents is None or folded_env(env) == folded_env(parents):
         return None
     return Finding(
         number,
