@@ -754,6 +754,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 unit=unit,
                 keep_samples=keep_samples,
                 kernel=kernel,
+                profiling_file=profiling_file,
             )
             if (unread := unread_fetched(store)) is not None:  # tried before: not looked at
                 said = f"a change tried before was looked for in this checkout alone; {unread}"
