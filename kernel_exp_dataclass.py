@@ -56,7 +56,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kexp.core import model
-from kexp.core.advice import REMEASURE
+from kexp.core.advice import CORRECT_FIELD, REMEASURE
 from kexp.core.errors import (
     ExperimentNotFoundError,
     KexpError,
@@ -255,7 +255,9 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     written back is refused (:func:`_refuse_stale`), as is a step's record read before
     an ancestor was retired or corrected (:func:`_refuse_read_before_lineage`). A new
     score the old measurement's ``score_ci`` does not hold drops it
-    (:func:`_without_old_interval`), as ``kexp update --set score=`` does.
+    (:func:`_without_old_interval`), as ``kexp update --set score=`` does. A
+    ``change_summary`` whose figure states the old score is left as it is, and warned of
+    (:func:`_with_stale_figure`), where ``kexp update --set score=`` restates it.
 
     ``KeyError`` when there is none; an invalid result raises
     :class:`kexp.ValidationError` (a ``ValueError``) and the file is left as it was.
@@ -278,6 +280,7 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
         if not changes:
             return _handed_out(old)
         updated = store.update_experiment(exp_id, **changes)
+    said = _with_stale_figure(old, updated, said)
     if said:  # said once it is recorded: a refused update warns of nothing
         warnings.warn(said, KexpWarning, stacklevel=2)
     return _handed_out(updated)
@@ -508,6 +511,29 @@ def _without_old_interval(
         f"{REMEASURE.say(id=old.id[:SHOWN_LENGTH])})"
     )
     return {**changes, "score_ci": []}, said
+
+
+def _with_stale_figure(
+    old: model.KernelExperiment, updated: model.KernelExperiment, said: str
+) -> str:
+    """``said`` (the warning of the update, '' for none) saying, too, that ``updated``'s
+    ``change_summary`` still states ``old``'s score (the fields not given are left as
+    they were: ``kexp update --set score=`` would restate it), and how to restate it."""
+    # lazy: the module's import loads no more of kexp than its reads need
+    from kexp.measure.corrections import stale_figure
+
+    figure = stale_figure(old, updated)
+    if figure is None:
+        return said
+    shown = old.id[:SHOWN_LENGTH]
+    stale = (
+        f"change_summary still states the old score ({figure}): restate it with "
+        f"update_experiment({old.id!r}, change_summary=...) or "
+        f"{CORRECT_FIELD.say(id=shown, field='change_summary')}"
+    )
+    if said:
+        return f"{said}; its {stale}"
+    return f"kernel_exp_dataclass: experiment {shown}'s score is now {updated.score}; its {stale}"
 
 
 def _refuse_read_before_lineage(

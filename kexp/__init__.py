@@ -204,15 +204,18 @@ def create_experiment(
     return default_store(refs, all_refs=all_refs).create_experiment(exp, **fields)
 
 
-def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
+def update_experiment(
+    exp_id: str, *, reason: str | None = None, **changes: Any
+) -> KernelExperiment:
     """Change fields of an experiment (validated, atomic, only changed lines rewritten):
-    ``kexp update ID --set FIELD=VALUE ...`` in one call
+    ``kexp update ID --set FIELD=VALUE ... [--reason REASON]`` in one call
     (:func:`kexp.measure.corrections.correct`): a new ``score`` restates the summary's
-    figure and drops the old measurement's ``score_ci``, warning of what still holds it."""
+    figure and drops the old measurement's ``score_ci``, warning of what still holds it;
+    ``reason`` appends the dated correction note (old → new values and the reason)."""
     # lazy: import kexp loads nothing of the library
     from kexp.measure.corrections import correct
 
-    return correct(default_store(), exp_id, changes)
+    return correct(default_store(), exp_id, changes, reason)
 
 
 def delete_experiment(exp_id: str, *, force: bool = False) -> Path:

@@ -499,7 +499,7 @@ def test_tree_text_for_one_experiment(repo: Path, lineage: dict[str, str]) -> No
     # the ancestors (root, a) and the descendants (a21), no side branches
     assert [re.search(r"Step (\w+)", line).group(1) for line in shown] == ["root", "a", "a2", "a21"]  # type: ignore[union-attr]
     assert shown[2].lstrip("│├└─ ").startswith("*") and "[best]" in shown[2]
-    assert "Δ +5.00%" in shown[1] and "<" in shown[2]
+    assert "Δ  +5.00%" in shown[1] and "<" in shown[2]  # right-aligned: Δ +25.00%
     assert "<: the experiment asked for" in lines  # the legend says what < is
     forest = kexp(repo, "tree").stdout.splitlines()
     assert not any(line.startswith("<:") for line in forest)  # no experiment asked for

@@ -146,7 +146,8 @@ def test_an_old_callers_score_on_a_step_is_kept_as_over_the_original_code(
     "changes",
     [
         'score=1.30, status="done"',  # its own score given back: nothing said of it
-        'score=1.35, measured_against="parent"',  # a step, said so
+        # a step, said so, its summary restated (else: warned of, test_compat_summary_figure)
+        'score=1.35, measured_against="parent", change_summary="Tensor cores - +35%"',
         'status="done"',
     ],
 )

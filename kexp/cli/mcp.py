@@ -566,9 +566,10 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
         ] = DEFAULT_ROWS,
     ) -> CallToolResult:
         """The lineage (experiments linked by pid): one row per experiment with its depth,
-        score, cumulative score, outcome and mark (best, on the best path, dead end), at
-        most limit, the rows left out counted; brief: false, the nested trees with the
-        delta vs parent (kexp tree --json)."""
+        score (the step over its parent, as kexp tree's step column), cumulative score,
+        outcome and mark (best, on the best path, dead end), at most limit, the rows left
+        out counted; brief: false, the nested trees with the delta vs parent (kexp tree
+        --json)."""
         filters = _filters(operator=operator, dtype=dtype, env=env)
 
         def run() -> Any:
@@ -753,6 +754,7 @@ def build_server(root: Path | str | None = None) -> MCPServer[Any]:
                 unit=unit,
                 keep_samples=keep_samples,
                 kernel=kernel,
+                profiling_file=profiling_file,
             )
             if (unread := unread_fetched(store)) is not None:  # tried before: not looked at
                 said = f"a change tried before was looked for in this checkout alone; {unread}"

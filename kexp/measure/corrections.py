@@ -392,7 +392,7 @@ def _warn_stale_measurement(
     ) or _agrees(old, exp.score, tolerance):
         stale = []  # the measurement's score put back, or still its: nothing contradicts it
     dropped = old.score_ci if old.score_ci and not exp.score_ci and "score_ci" not in given else []
-    figure = _old_figure(old, exp) if "change_summary" not in given else None
+    figure = stale_figure(old, exp) if "change_summary" not in given else None
     if not (stale or dropped or figure):
         return
     said = [f"{exp.id}: score is now {exp.score}"]
@@ -501,9 +501,10 @@ def _stating(summary: str, score: float) -> re.Match[str] | None:
     return None
 
 
-def _old_figure(old: KernelExperiment, new: KernelExperiment) -> str | None:
+def stale_figure(old: KernelExperiment, new: KernelExperiment) -> str | None:
     """The figure of ``new``'s ``change_summary`` that still states ``old``'s score
-    after its score changed (one :func:`summary_with_score` could not restate), or
+    after its score changed (one :func:`summary_with_score` could not restate, or the
+    predecessor's ``update_experiment`` left as it was), or
     that stated it as closely as its measurement did (:func:`_measured_figure`); None
     when there is none."""
     if new.change_summary != old.change_summary or new.score == old.score:

@@ -256,6 +256,7 @@ def record(
     keep_samples: bool = True,
     parent_default: bool = True,
     kernel: str | None = None,
+    profiling_file: str | None = None,
 ) -> KernelExperiment:
     """Record a new experiment from ``fields`` (id prefixes allowed in pid/combines).
 
@@ -268,14 +269,15 @@ def record(
     ``parent_default``. ``kernel`` names the one kernel of an nsys kernel summary (the
     timings) and of ncu profiling (``profiling_info``) that is recorded
     (:func:`kexp.measure.timings.kernel_named`); with neither, it is refused.
-    Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
+    ``profiling_file``: the file ``profiling_info`` was read from, named in what is said
+    of it. Returns the experiment with ``id``, ``created_at`` and ``path`` set; see
     :meth:`kexp.Store.create_experiment` for what is filled in and checked.
     """
     # lazy: not every command that imports this module needs kexp.measure.record
     from kexp.measure.record import record_iteration
     from kexp.measure.timings import kernel_named, kernel_unused
 
-    with kernel_named(kernel):
+    with kernel_named(kernel, profiling_file):
         timed = baseline is not None or candidate is not None or table is not None
         unused = kernel_unused(timed, str(fields.get("profiling_info") or ""))
         if unused is not None:

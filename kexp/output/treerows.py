@@ -1,5 +1,6 @@
 """The lineage trees as the MCP ``tree`` tool answers by default: one flat row per
-experiment (its depth, scores, outcome, summary, mark), at most a limit of them, the
+experiment (its depth, its step score as ``kexp tree``'s step column gives it
+(:func:`step_score`), its cumulative score, outcome, summary, mark), at most a limit of them, the
 most telling kept (each tree's best tip, its roots, its dead ends, the path to the best
 tip, then the rest in display order), and how many were left out, of each mark, said. Nested trees
 (``kexp tree --json``, :func:`kexp.output.replies.tree_reply`) indent each level
@@ -11,11 +12,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import TREE_NESTED
+from kexp.core.outcome import judged_over_parent
 
 if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
     from kexp.storage.lineage import TreeNode
 
-__all__ = ["DEFAULT_ROWS", "tree_rows"]
+__all__ = ["DEFAULT_ROWS", "step_score", "tree_rows"]
 
 #: How many rows a reply holds unless asked for another number.
 DEFAULT_ROWS = 40
@@ -61,17 +64,35 @@ def tree_rows(forest: Sequence[TreeNode], limit: int = DEFAULT_ROWS) -> dict[str
     return reply
 
 
+def step_score(exp: KernelExperiment) -> float | None:
+    """The score of ``exp``'s step over its parent's code, as ``kexp tree``'s step
+    column and these rows give it: its score, None when it measured nothing; for one
+    measured against the reference on a parent (an old caller's child, an import), its
+    score over the parent's cumulative score (what its outcome is judged on), None when
+    the parent has none (failed, buggy, pending: no step over it can be said)."""
+    shown = exp.derived.shown_score
+    if shown is None or not judged_over_parent(exp):
+        return shown
+    over = exp.derived.parent_cumulative
+    return shown / over if over else None
+
+
 def _row(node: TreeNode) -> dict[str, Any]:
     exp = node.experiment
+    step = step_score(exp)
     row: dict[str, Any] = {
         "id": exp.id,
         "pid": exp.pid,
         "depth": node.depth,
-        "score": exp.score,
+        "score": None if step is None else round(step, 4),
         "cumulative_score": exp.cumulative_score,
         "outcome": exp.outcome,
         "change_summary": exp.change_summary,
     }
+    if exp.measured_against == "reference":  # the score the file holds, over the original
+        row["measured_against"] = "reference"
+        if judged_over_parent(exp):
+            row["recorded_score"] = exp.score
     mark = _mark(node)
     if mark:
         row["mark"] = mark

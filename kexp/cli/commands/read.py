@@ -455,8 +455,8 @@ def tree(ctx: click.Context, /, exp_id: str | None, as_json: bool, **params: Any
     cumulative score vs the parent's, outcome, summary. '*' marks the path from the
     root to the best tip of the tree (the best cumulative score); 'dead end' marks an
     experiment others built on that no descendant beats (a step within noise beats
-    nothing). Below 91 columns the summary is given the room: one space between the
-    columns, scores to 3 decimals, Δ to 1.
+    nothing). Below 92 columns the summary is given the room: one space between the
+    columns, scores to 3 decimals, Δ to 1 (whole percents from ±10%).
 
     Python: kexp.tree(ID), kexp.tree(**filters).
 

@@ -399,6 +399,7 @@ def add(
         name: params.pop(name) for name in _ADD_FLAG_FIELDS if params.get(name) is not None
     }
     limit = store.settings.max_input_bytes
+    profiling_file = params.get("profiling_info_file")  # named in what is said of it
     for option, field, _ in _ADD_TEXT_FIELDS:
         name = params.pop(f"{field}_file", None)
         value = params.pop(field, None)
@@ -464,6 +465,7 @@ def add(
             unit=unit,
             keep_samples=keep_samples,
             kernel=kernel,
+            profiling_file=None if profiling_file == "-" else profiling_file,
             # --pid says a step; a document's pid is recorded as the document says it
             # (an export recorded back is the same file).
             parent_default="pid" in flags,

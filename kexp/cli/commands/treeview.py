@@ -12,6 +12,7 @@ import click
 
 from kexp.cli.commands.common import SUSPECT_LABEL, ref_labels, suspect_reasons
 from kexp.cli.commands.terminal import one_line, truncate
+from kexp.output.treerows import step_score
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -92,7 +93,7 @@ class _Layout:
 
 #: Below this width a tree's lines are compact (:class:`_Layout`): the full head and 40
 #: characters of summary do not fit.
-_COMPACT_BELOW = len("* 0123456789  1.0000 1.0000 Δ +1.00%  interference ") + 40
+_COMPACT_BELOW = len("* 0123456789  1.0000 1.0000 Δ  +1.00%  interference ") + 40
 
 
 def _layout(forest: list[TreeNode], width: int | None) -> _Layout:
@@ -102,7 +103,11 @@ def _layout(forest: list[TreeNode], width: int | None) -> _Layout:
 
 
 def _delta_text(pct: float, layout: _Layout) -> str:
-    return f"Δ{pct:+5.1f}%" if layout.compact else f"Δ{pct:+6.2f}%"
+    """Δ, a space and the percentage, right-aligned: ``Δ  +5.00%``, ``Δ +25.00%``;
+    compact, as wide up to ±999%: ``Δ +1.9%``, whole percents from ±10% (``Δ  +25%``)."""
+    if not layout.compact:
+        return f"Δ {pct:+6.2f}%"
+    return f"Δ {pct:+4.1f}%" if abs(pct) < 9.95 else f"Δ {pct:+4.0f}%"
 
 
 def _delta(node: TreeNode, layout: _Layout) -> str:
@@ -110,15 +115,6 @@ def _delta(node: TreeNode, layout: _Layout) -> str:
         blank = " " * len(_delta_text(0.0, layout))
         return f"Δ{blank[2:]}-" if node.depth else blank
     return _delta_text(node.delta_pct, layout)
-
-
-def _step_score(exp: KernelExperiment) -> float | None:
-    """What the step column shows: the score of the step over its parent's code; for
-    one measured against the reference on a parent (an old caller's child, an import),
-    its score over its parent's cumulative score, which its outcome is judged on."""
-    shown = exp.derived.shown_score
-    over = exp.derived.parent_cumulative
-    return shown / over if shown is not None and over else shown
 
 
 def _print_node(
@@ -199,7 +195,7 @@ def _print_line(
 
     cumulative = exp.cumulative_score
     shown = "-" if cumulative is None else f"{cumulative:.{digits}f}"
-    step = describe_score(_step_score(exp), (), digits)
+    step = describe_score(step_score(exp), (), digits)
     head = f"{lead}{mark} {exp.id[:id_length]}{gap}{shown:>{digits + 2}} {step:>{digits + 2}} "
     head += f"{_delta(node, layout)}{gap}{exp.outcome:<{layout.outcome_width}} "
     summary = one_line(exp.change_summary)

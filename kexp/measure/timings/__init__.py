@@ -78,20 +78,30 @@ IN_PYTHON = "timings given in Python"
 
 #: The kernel :func:`kernel_named` picks, while it holds (None: every kernel).
 _KERNEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("kexp_kernel", default=None)
+#: What the profiling info is called in what is said of it: the file it was read from,
+#: given to :func:`kernel_named`, else these words.
+PROFILING_INFO = "the profiling info"
+_PROFILING: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "kexp_profiling", default=PROFILING_INFO
+)
 
 
 @contextlib.contextmanager
-def kernel_named(kernel: str | None) -> Iterator[None]:
+def kernel_named(kernel: str | None, profiling_file: str | None = None) -> Iterator[None]:
     """Within it, timings and profiling of several kernels give the one ``kernel``
     names (its name as nsys or ncu prints it, its base name ``softmax_fwd``, or a part
     of it: :func:`kexp.measure.timings.common.pick_kernel`); timings whose
-    configurations are no kernels are refused. None: every kernel, as without it."""
+    configurations are no kernels are refused. None: every kernel, as without it.
+    ``profiling_file``: the file the profiling info was read from, named in what is
+    said of it (a kernel it does not hold once)."""
     if kernel is not None and not kernel.strip():
         raise MeasurementError("the kernel's name is empty: give it as nsys or ncu prints it")
     token = _KERNEL.set(kernel)
+    named = _PROFILING.set(profiling_file or PROFILING_INFO)
     try:
         yield
     finally:
+        _PROFILING.reset(named)
         _KERNEL.reset(token)
 
 
@@ -112,7 +122,7 @@ def kernel_unused(timings: bool, profiling: str) -> str | None:
     from kexp.measure.timings import ncu
 
     kernel = _KERNEL.get()
-    if kernel is None or timings or ncu.sniff(Source(Path("<profiling info>"), profiling)):
+    if kernel is None or timings or ncu.sniff(Source(Path(PROFILING_INFO), profiling)):
         return None
     return (
         f"nothing to pick the kernel {kernel!r} from: give the timings of nsys stats --report "
@@ -222,14 +232,16 @@ def from_mapping(data: Mapping[str, Any], *, unit: str = "us", name: str = "") -
     return Timings(times, IN_PYTHON, protocol)
 
 
-def profiling_info(text: str, source: str = "<profiling info>") -> str:
+def profiling_info(text: str, source: str | None = None) -> str:
     """Profiling info as it is kept: ``ncu --csv`` output becomes a compact table (see
     :func:`kexp.measure.timings.ncu.profiling_table`; within :func:`kernel_named`, of
-    the one kernel's launches); any other text is kept as it is."""
+    the one kernel's launches); any other text is kept as it is. ``source``: what it is
+    called in what is said of it (None: the file :func:`kernel_named` was given, else
+    "the profiling info")."""
     # lazy: not every command that imports this module needs kexp.measure.timings.ncu
     from kexp.measure.timings import ncu
 
-    found = Source(Path(source), text)
+    found = Source(Path(source or _PROFILING.get()), text)
     if ncu.sniff(found):
         return ncu.profiling_table(found, _KERNEL.get())
     timed = _timings_form(found)
