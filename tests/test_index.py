@@ -20,7 +20,7 @@ from conftest import experiment_fields, git, past_racy_window
 
 import kexp.storage.cache as cache_module
 import kexp.storage.listing as listing_module
-from kexp import InvalidExperimentWarning, KernelExperiment, Store
+from kexp import ExperimentNotFoundError, InvalidExperimentWarning, KernelExperiment, Store
 from kexp.core.model import FRONT_MATTER_FIELDS
 from kexp.core.settings import DEFAULT_SETTINGS
 from kexp.storage.cachefile import file_name, pack_group
@@ -781,3 +781,34 @@ def test_an_experiment_in_a_new_month_folder_stays_visible(
         found = _scores(store)
         assert {e.id for e in made} <= found.keys()
         assert found == _uncached(store)
+
+
+def test_a_write_holding_an_experiments_lock_looks_it_up_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remeasure or update reads the experiment it holds the lock of several times
+    (the record, its correction, the update): each walked every folder of the store
+    (ten walks a remeasure, 0.3 s each at 100,000). Under the lock the id is looked up
+    once, the same file a lookup without it finds; a file removed meanwhile is looked
+    up again (and not found)."""
+    exp = store.create_experiment(**experiment_fields())
+    other = store.create_experiment(**experiment_fields(change_summary="Other - +2%"))
+    walks: list[str] = []
+    walk = listing_module.find_folders
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        walks.append("walk")
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(listing_module, "find_folders", counted)
+    plain = store.path_of(exp.id)
+    with store.editing(exp.id) as full_id:
+        before = len(walks)
+        assert [store.path_of(full_id) for _ in range(3)] == [plain] * 3
+        assert store.get_experiment(full_id).id == exp.id
+        assert len(walks) == before  # looked up once, when the lock was taken
+        assert store.path_of(other.id) == store.path_of(other.id)  # others as before
+        assert len(walks) == before + 2
+        plain.unlink()  # by hand, meanwhile: looked up again, and not found
+        with pytest.raises(ExperimentNotFoundError):
+            store.path_of(full_id)

@@ -151,6 +151,9 @@ class StoreReader:
         self.code_repo = Path(code_repo or env_repo or self.root)
         self.source: FileSource = source
         self._ids_read: Callable[[], list[str]] = list  # (those of the last read)
+        #: The files of the experiments whose write lock this store holds, each found
+        #: once under the lock (:meth:`holding`).
+        self._held_files: dict[str, Path] = {}
 
     def __repr__(self) -> str:
         revision, commit = self.source.revision, self.source.commit
@@ -617,6 +620,9 @@ class StoreReader:
         it must be in the working tree): one only on refs is an error saying where it is
         and how to bring it in (:func:`kexp.storage.whereabouts.not_in_working_tree`; ``removing``:
         for a removal, which one made here already answers)."""
+        held = self._held_files.get(id_or_prefix)
+        if held is not None and (self.experiments_dir / held).is_file():
+            return id_or_prefix, held
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
         index = self.id_index(prefix)
         try:
@@ -631,6 +637,21 @@ class StoreReader:
         if len(paths) > 1:
             raise _used_twice(exp_id, [str(p) for p in paths], self.root)
         return exp_id, paths[0]
+
+    @contextlib.contextmanager
+    def holding(self, full_id: str) -> Iterator[None]:
+        """For the block, which holds ``full_id``'s write lock (no kexp writer moves or
+        removes its file meanwhile), the id is looked up once, now: a write's several
+        reads of it (the record, its correction, the update) walk the store's folders
+        once, not each time."""
+        if full_id in self._held_files:  # an outer block holds it already
+            yield
+            return
+        self._held_files[full_id] = self._find(full_id, writing=True)[1]
+        try:
+            yield
+        finally:
+            del self._held_files[full_id]
 
     def path_of(self, exp_id: str, *, writing: bool = False, removing: bool = False) -> Path:
         """The file of the experiment with this id (or unique prefix); ``writing``: for

@@ -671,6 +671,7 @@ class Store(StoreReader):
         with (
             self._lineage_lock(exclusive=False) if names_others else contextlib.nullcontext(),
             self.lock(full_id),
+            self.holding(full_id),
         ):
             yield full_id
 
