@@ -17,14 +17,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kexp.core.errors import GitError
+from kexp.core.advice import RE_ID
+from kexp.core.errors import GitError, KexpError
 from kexp.core.problems import Problem
 from kexp.format.rules import id_from_name
 
 if TYPE_CHECKING:
     from kexp.gitops.log import CommitInfo
 
-__all__ = ["moved_back", "moved_twin_advice"]
+__all__ = ["moved_back", "moved_twin_advice", "used_twice"]
 
 
 def moved_back(problems: Sequence[Problem], root: Path, revision: str = "HEAD") -> list[Problem]:
@@ -99,4 +100,16 @@ def _advice(old: str, new: str) -> str:
         "it was put back where it was beside the move; a new id would make it a second "
         "experiment: keep one file, from the repository's root, where it was: the "
         f"moved file's text ({keep_new}) or the file as it was ({keep_old}), then commit"
+    )
+
+
+def used_twice(exp_id: str, paths: Sequence[str], root: Path) -> KexpError:
+    """The error of an id several files hold (of the store at ``root``): keep one of a
+    moved experiment's two files (:func:`moved_twin_advice`), else give one a new id."""
+    moved = moved_twin_advice(paths, root)
+    if moved is not None:  # one experiment a commit moved, put back beside the move
+        return KexpError(f"id {exp_id} is used by more than one file: {moved}")
+    return KexpError(
+        f"id {exp_id} is used by more than one file ({', '.join(paths)}); give one of "
+        f"them a new id and the name that goes with it ({RE_ID.say(path=shlex.quote(paths[-1]))})"
     )

@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import shlex
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS, RE_ID
+from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS
 from kexp.core.campaign import (
     Derivation,
     code_depends_on,
@@ -68,6 +67,7 @@ from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
 from kexp.storage.location import refuse_linked_store, refuse_links_in_cache
+from kexp.storage.movedtwins import used_twice
 from kexp.storage.operators import part_of, unmatched_operator, unmatched_value
 from kexp.storage.query import (
     RANKINGS,
@@ -635,7 +635,7 @@ class StoreReader:
             raise not_in_working_tree(self, prefix, error, removing=removing) from None
         paths = index[exp_id]
         if len(paths) > 1:
-            raise _used_twice(exp_id, [str(p) for p in paths], self.root)
+            raise used_twice(exp_id, [str(p) for p in paths], self.root)
         return exp_id, paths[0]
 
     @contextlib.contextmanager
@@ -675,7 +675,7 @@ class StoreReader:
                 problem = error if isinstance(error, Problem) else problem_at(file, error)
                 raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
-                raise _used_twice(full, [row.path for row in rows], self.root)
+                raise used_twice(full, [row.path for row in rows], self.root)
             return self._complete(rows, found.derivation(self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
@@ -893,17 +893,3 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
-
-
-def _used_twice(exp_id: str, paths: Sequence[str], root: Path) -> KexpError:
-    """The error of an id several files hold (of the store at ``root``)."""
-    # lazy: only an id two files hold needs kexp.storage.movedtwins
-    from kexp.storage.movedtwins import moved_twin_advice
-
-    moved = moved_twin_advice(paths, root)
-    if moved is not None:  # one experiment a commit moved, put back beside the move
-        return KexpError(f"id {exp_id} is used by more than one file: {moved}")
-    return KexpError(
-        f"id {exp_id} is used by more than one file ({', '.join(paths)}); give one of "
-        f"them a new id and the name that goes with it ({RE_ID.say(path=shlex.quote(paths[-1]))})"
-    )
