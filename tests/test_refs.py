@@ -683,3 +683,34 @@ def test_the_fields_asked_for_are_the_fields_printed_across_refs(tmp_path: Path)
         assert all({"ref", "refs"} <= set(record_) for record_ in unasked), unasked
         plain = run_kexp(command, "--all-refs", cwd=alice)
         assert "REF" in plain.stdout.splitlines()[0], plain.stdout
+
+
+def test_an_invalid_newer_version_of_a_parent_on_a_branch_is_skipped_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """An agent's branch holds an invalid newer version (a summary over the limit) of an
+    experiment another builds on: every read across refs crashed (exit 3, KeyError in
+    the unmerged marking); the invalid version is warned of and skipped, as an invalid
+    file of the working tree is, and the rest is read."""
+    remote, base = make_remote(tmp_path)
+    repo = clone(remote, tmp_path / "repo")
+    root = record(repo, base, "Root step - +5.0%", score=1.05, status="done")
+    child = record(
+        repo, base, "Child step - +2.0%", score=1.02, status="done", pid=root.id,
+        measured_against="parent",
+    )  # fmt: skip
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "two steps")
+    git(repo, "checkout", "-qb", "agent-x")
+    text = root.path.read_text(encoding="utf-8")
+    root.path.write_text(
+        text.replace("Root step - +5.0%", "Root step, " + "much longer " * 8 + "- +5.0%"),
+        encoding="utf-8",
+    )
+    git(repo, "commit", "-qam", "the root's summary, too long")
+    git(repo, "checkout", "-q", "main")
+    for command in (("list", "--all-refs", "--json"), ("top", "--all-refs", "--json")):
+        done = run_kexp(*command, cwd=repo)
+        assert done.returncode == 0, done.stderr
+        assert "summary-too-long" in done.stderr and "agent-x" in done.stderr, done.stderr
+        assert child.id in [row["id"] for row in json.loads(done.stdout)], done.stdout

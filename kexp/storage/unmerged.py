@@ -59,9 +59,12 @@ def marked(
     and those whose outcome is judged over such a score. ``instead``: each unmerged
     experiment's id → the row of the version the working tree or default branch holds,
     and that place."""
+    by_id = {row.id: row for row in reversed(rows)}  # the first row of an id counts
+    # An experiment whose newest version is invalid has no row (the read warned of it):
+    # nothing rests on a version the rows do not hold.
+    instead = {exp_id: held for exp_id, held in instead.items() if exp_id in by_id}
     if not instead:
         return list(rows)
-    by_id = {row.id: row for row in reversed(rows)}  # the first row of an id counts
     dependents: dict[str, list[str]] = {}
     for row in rows:
         for parent in depends_on(row):  # what a row's values or outcome are judged over
