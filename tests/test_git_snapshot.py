@@ -337,3 +337,18 @@ def test_store_at_same_data_as_fields(repo: Path, store: Store) -> None:
     there = store.at("HEAD").get_experiment(exp.id)
     assert dataclasses.asdict(here) == dataclasses.asdict(there)
     assert os.fspath(there.path) == os.fspath(here.path)
+
+
+def test_a_store_at_a_revision_reads_the_bodies_of_that_revision(
+    repo: Path, store: Store, evolving: dict[str, Any]
+) -> None:
+    """``kexp export --rev`` and ``kexp report --rev`` gave a revision's front-matter with
+    the working tree's bodies: an experiment removed since came out without them, and a
+    body edited since came out as edited. Each body is the revision's file's."""
+    a, c = evolving["a"], evolving["c"]
+    store.update_experiment(a.id, detailed_description="**Approach**: rewritten since")
+    at = store.at(evolving["commits"][1])  # c recorded; removed (and a rewritten) since
+    read = {e.id: e for e in at.with_bodies(at.list_experiments(brief=True))}
+    then = {exp_id: at.get_experiment(exp_id).detailed_description for exp_id in (a.id, c.id)}
+    assert {exp_id: read[exp_id].detailed_description for exp_id in then} == then
+    assert "rewritten since" not in then[a.id] and then[c.id]

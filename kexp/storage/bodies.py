@@ -1,5 +1,5 @@
 """The body fields of experiments listed without them (``list_experiments(brief=True)``),
-read from their files (found on a ref: their contents) for
+read from their files (found on a ref, or in a store at a revision: their contents) for
 :meth:`kexp.storage.reader.StoreReader.with_bodies`."""
 
 from __future__ import annotations
@@ -27,8 +27,13 @@ def read_bodies(
 ) -> Iterator[KernelExperiment]:
     """The experiments of ``batch`` with their body fields read (see
     :meth:`kexp.storage.reader.StoreReader.with_bodies`, which gives a few at a time)."""
-    elsewhere = [e for e in batch if e.where is not None and not e.where.local]
     blobs: dict[int, bytes | None] = {}
+    if source.revision is not None:  # a revision's files: its blobs, not the working tree's
+        listed = [e for e in batch if e.path is not None]
+        contents = source.contents([str(e.path) for e in listed], settings)
+        for exp, (_, found) in zip(listed, contents, strict=True):
+            blobs[id(exp)] = found if isinstance(found, bytes) else None
+    elsewhere = [e for e in batch if e.where is not None and not e.where.local]
     if elsewhere:
         items = [(os.path.relpath(str(e.path), experiments_dir), e.where.key) for e in elsewhere]
         for exp, data in zip(elsewhere, source.bytes_found(items, settings), strict=True):
