@@ -26,8 +26,8 @@ score as the working tree or default branch holds them; null when it rests on no
 (:func:`kexp.output.export.sighting_record`).
 ``results`` has one row per configuration measured (``id``, the experiment's
 ``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
-``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
-JSON in ``extra``).
+``candidate``, ``speedup``, ``unit``, the sample counts (NULL past 64 bits: a warning
+names the file) and IQRs, and any other key as JSON in ``extra``).
 
 The partition value ``operator`` is ``operator_sig`` made safe for a folder name
 (characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``; at most
@@ -46,13 +46,15 @@ import json
 import re
 import secrets
 import shutil
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.collector import collector_paused
-from kexp.core.errors import KexpError
+from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.fields import BODY_FIELDS, FIELDS
+from kexp.core.problems import display_path
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
 from kexp.storage.atomic import replace_folder, writing_output
 
@@ -125,6 +127,8 @@ def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetE
     with writing_output(target):
         _check_output(target)
     listed = store.list_experiments(brief=True, **filters)
+    for exp in listed:
+        _warn_of_unfit_counts(exp)
     groups: dict[tuple[str, str], list[KernelExperiment]] = {}
     for exp in listed:
         key = (partition_value(exp.operator_sig), exp.created_at[:7])
@@ -402,7 +406,12 @@ def _results_table(pa: Any, records: Iterable[dict[str, Any]]) -> Any:
             rows["created_at"].append(_timestamp(record.get("created_at")))
             for name in RESULT_COLUMNS:
                 value = item.get(name)
-                rows[name].append(value if name in ("config", "unit") else _number(value))
+                if name in ("config", "unit"):
+                    rows[name].append(value)
+                elif name in _COUNTS:
+                    rows[name].append(_count(value))
+                else:
+                    rows[name].append(_double(value))
             others = {k: v for k, v in item.items() if k not in RESULT_COLUMNS}
             rows["extra"].append(_json(others) if others else None)
     types = {
@@ -421,8 +430,53 @@ def _results_table(pa: Any, records: Iterable[dict[str, Any]]) -> Any:
     )
 
 
-def _number(value: Any) -> Any:
-    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+#: The results' keys held as 64-bit integers (the sample counts).
+_COUNTS = frozenset({"baseline_n", "candidate_n"})
+_INT64_MAX = 2**63 - 1
+
+
+def _double(value: Any) -> float | None:
+    """A number of a result as its double column holds it (an integer past 64 bits
+    too: a file holds none past a double's range, see ``yaml-number-too-large``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _count(value: Any) -> int | None:
+    """A sample count as its 64-bit column holds it: None when it is no number, or one
+    past 64 bits (``1e23`` is a valid count, whole as the schema asks)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if -_INT64_MAX <= value <= _INT64_MAX else None
+
+
+def _unfit_counts(results: Any) -> list[str]:
+    """Where ``results`` holds a sample count (a number) no 64-bit column holds."""
+    return [
+        f"results[{at}].{name}"
+        for at, item in enumerate(results if isinstance(results, list) else [])
+        if isinstance(item, dict)
+        for name in sorted(_COUNTS)
+        if _double(item.get(name)) is not None and _count(item.get(name)) is None
+    ]
+
+
+def _warn_of_unfit_counts(exp: KernelExperiment) -> None:
+    """One warning naming the file of ``exp`` when a count of its results cannot be
+    exported as the integer it is (before the work is shared with a child process, so
+    that it is said once)."""
+    unfit = _unfit_counts(exp.results)
+    if unfit:
+        where = display_path(exp.path) if exp.path is not None else exp.id
+        warnings.warn(
+            f"{where}: {', '.join(unfit)} too large for a 64-bit integer: NULL in the "
+            "Parquet results table (the experiments table's results JSON keeps it)",
+            KexpWarning,
+            stacklevel=3,
+        )
 
 
 def _unify(pa: Any, pq: Any, folder: Path, files: list[str], schemas: dict[str, list[str]]) -> None:
