@@ -89,3 +89,33 @@ def test_a_count_past_64_bits_is_exported_as_null_with_a_warning(tmp_path: Path)
         "ORDER BY config"
     )
     assert counted == [(None, 3, 1e23, 9.5e22), (4, None, 2.0, 1.9)]
+
+
+def test_an_export_of_no_row_has_the_partition_columns(tmp_path: Path) -> None:
+    """Trial Q06: a filter that matches nothing wrote ``experiments/part-0.parquet``
+    without ``operator=``/``month=`` folders, so a query on ``month`` failed (Binder
+    Error) instead of answering no row; so did a query on the results of a store whose
+    experiments hold none. Both tables have the partition columns, whatever is empty."""
+    store = new_store(tmp_path)
+    store.create_experiment(
+        **experiment_fields(
+            change_summary="One - +5.0%",
+            score=1.05,
+            base_commit=COMMIT,
+            created_at="2026-12-01T10:00:00Z",
+        )
+    )
+    root = store.root
+    for name, filters in (("none", ["--env", "MI300X-nowhere"]), ("all", [])):
+        out = tmp_path / name
+        done = run_kexp(
+            "export", "--format", "parquet", "-o", str(out), *filters, cwd=root, process=True
+        )
+        assert done.returncode == 0, done.stderr
+        for kind in ("experiments", "results"):
+            counted = sql(
+                f"SELECT count(*) FROM {table(out, kind)} "
+                "WHERE month = '2026-12' AND operator <> '' AND id IS NOT NULL"
+            )
+            expected = 1 if (name, kind) == ("all", "experiments") else 0
+            assert counted == [(expected,)], (name, kind)

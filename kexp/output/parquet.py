@@ -67,6 +67,8 @@ MARKER = "_kexp_export.json"
 EXPERIMENTS_TABLE = "experiments"
 RESULTS_TABLE = "results"
 MAX_PARTITION_CHARS = 80
+#: The columns the ``NAME=value`` folders of a partition give (hive-style).
+PARTITION_COLUMNS = ("operator", "month")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _FILE = "part-0.parquet"
 #: The named columns of the results table (any other key of a result goes to ``extra``).
@@ -169,6 +171,10 @@ def _write_export(
         }
         for name, table in empty.items():
             if name not in schemas:  # no row: one empty file, so that the table exists
+                # with the columns the partition folders give a table with rows (a
+                # query on month answers no row)
+                for column in PARTITION_COLUMNS:
+                    table = table.append_column(column, pa.array([], type=pa.string()))
                 (staging / name).mkdir()
                 pq.write_table(table, staging / name / _FILE, compression="zstd")
                 files.append(f"{name}/{_FILE}")
@@ -212,7 +218,7 @@ def _write_partitions(
                 {**to_record(e, relative_to=store.root), **sighting_record(e)}
                 for e in store.with_bodies(groups[operator, month])
             ]
-            folder = f"operator={operator}/month={month}"
+            folder = f"operator={operator}/month={month}"  # PARTITION_COLUMNS
             tables = {
                 EXPERIMENTS_TABLE: _experiments_table(pa, records),
                 RESULTS_TABLE: _results_table(pa, records),
