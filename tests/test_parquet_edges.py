@@ -119,3 +119,39 @@ def test_an_export_of_no_row_has_the_partition_columns(tmp_path: Path) -> None:
             )
             expected = 1 if (name, kind) == ("all", "experiments") else 0
             assert counted == [(expected,)], (name, kind)
+
+
+def test_the_next_export_removes_what_a_killed_one_left_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """Trial Q02: an export killed (kill -9) left its hidden staging folder beside the
+    output, and the next complete export left it there (125 MB at 100,000). The next
+    export removes it; a staging folder an export still writes (its folder locked), a
+    folder of another output and one that is not kexp's stay."""
+    import fcntl
+    import os
+
+    store = new_store(tmp_path)
+    store.create_experiment(
+        **experiment_fields(change_summary="One - +5.0%", score=1.05, base_commit=COMMIT)
+    )
+    out = tmp_path / "pq"
+    killed = tmp_path / ".pq.kexp-new-0a1b2c3d"
+    (killed / "experiments").mkdir(parents=True)
+    (killed / "experiments" / "part-0.parquet").write_bytes(b"half written")
+    writing = tmp_path / ".pq.kexp-new-4e5f6a7b"
+    writing.mkdir()
+    others = [tmp_path / ".other.kexp-new-0a1b2c3d", tmp_path / ".pq.notes"]
+    for folder in others:
+        folder.mkdir()
+    held = os.open(writing, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a live export holds its staging folder
+        done = run_kexp("export", "--format", "parquet", "-o", str(out), cwd=store.root,
+                        process=True)  # fmt: skip
+    finally:
+        os.close(held)
+    assert done.returncode == 0, done.stderr
+    assert not killed.exists()
+    assert writing.is_dir() and all(folder.is_dir() for folder in others)
+    assert sql(f"SELECT count(*) FROM {table(out, 'experiments')}") == [(1,)]

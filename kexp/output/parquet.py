@@ -33,8 +33,9 @@ The partition value ``operator`` is ``operator_sig`` made safe for a folder name
 (characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``; at most
 :data:`MAX_PARTITION_CHARS`); the real value is the ``operator_sig`` column (two
 operators may share a folder). An export is built beside ``DIR`` and put in its place
-when complete, replacing an earlier export whole; a folder that is not empty and holds
-no kexp export is refused.
+when complete, replacing an earlier export whole (the staging folder of one killed before
+it finished, locked by none, is removed by the next); a folder that is not empty and
+holds no kexp export is refused.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import dataclasses
 import datetime as dt
 import itertools
 import json
+import os
 import re
 import secrets
 import shutil
@@ -57,6 +59,7 @@ from kexp.core.fields import BODY_FIELDS, FIELDS
 from kexp.core.problems import display_path
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
 from kexp.storage.atomic import replace_folder, writing_output
+from kexp.storage.locking import folder_lock
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -152,8 +155,45 @@ def _write_export(
     """Build the export of ``groups`` in a new folder beside ``target`` and put it in
     place."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(target)
     staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
     staging.mkdir()
+    # Locked while it is written (by the child too, which shares the lock): a staging
+    # folder nobody holds is a killed export's, which the next one removes.
+    with folder_lock(staging, 0):
+        return _build(pa, pq, store, target, staging, groups)
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Remove the staging folders of exports into ``target`` that were killed (kexp's
+    own, by name, that no export holds locked): never another export's at work."""
+    leftover = re.compile(rf"\.{re.escape(target.name)}\.kexp-new-[0-9a-f]{{8}}")
+    with os.scandir(target.parent) as entries:
+        found = [
+            Path(entry.path)
+            for entry in entries
+            if leftover.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+        ]
+    for folder in found:
+        try:
+            with folder_lock(folder, 0):
+                # empty: one an export just made and is about to lock (a killed one's
+                # holds what it wrote)
+                if any(folder.iterdir()):
+                    shutil.rmtree(folder, ignore_errors=True)
+        except (KexpError, OSError):  # held: an export at work; or gone meanwhile
+            continue
+
+
+def _build(
+    pa: Any,
+    pq: Any,
+    store: Store,
+    target: Path,
+    staging: Path,
+    groups: dict[tuple[str, str], list[KernelExperiment]],
+) -> ParquetExport:
+    """:func:`_write_export` in the folder ``staging``, locked."""
     try:
         written = _write_partitions(pa, pq, store, staging, groups)
         files = [relative for relative, _, _, _ in written]
