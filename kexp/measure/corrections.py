@@ -41,7 +41,8 @@ from kexp.core.fields import (
     is_of_kind,
 )
 from kexp.core.model import KernelExperiment
-from kexp.core.outcome import measured_nothing
+from kexp.core.outcome import judge, measured_nothing
+from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.legacykeys import LEGACY_PREFIX, is_legacy_key
 from kexp.format.rules import missing_measured_against, score_results_mismatch
 
@@ -244,7 +245,7 @@ def _correct(
     if "score" in effective:
         settings = store.settings
         updates = following_score(
-            old, updates, settings.max_summary_chars, settings.score_tolerance
+            old, updates, settings.max_summary_chars, settings.score_tolerance, settings
         )
     if reason:
         note = correction_note(old, updates, reason)
@@ -290,22 +291,30 @@ _FOLLOWING_SCORE = ("change_summary", "score_ci")
 
 
 def following_score(
-    old: KernelExperiment, updates: Mapping[str, Any], limit: int, tolerance: float = 0.0
+    old: KernelExperiment,
+    updates: Mapping[str, Any],
+    limit: int,
+    tolerance: float = 0.0,
+    settings: Settings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
     """``updates``, which set a new ``score``, with what follows from it where they do
     not say: the figure of ``change_summary`` that stated ``old``'s score restated for
-    the new one (:func:`summary_with_score`, within ``limit`` characters), and
+    the new one, with an outcome it names (:func:`summary_with_score`, within ``limit``
+    characters, by ``settings``), and
     ``old``'s ``score_ci`` dropped (the interval of the old measurement: it does not
     belong to the new score; kexp remeasure gives the new one), unless the new score puts
     back the one it measured (:func:`_restores`) or still agrees with it (:func:`_agrees`,
     its results within ``tolerance``)."""
     followed = dict(updates)
     new_score: Any = followed.get("score")
+    kept = _restores(old, new_score) or _agrees(old, new_score, tolerance)
     if "change_summary" not in followed and _is_number(old.score) and _is_number(new_score):
-        summary = summary_with_score(old.change_summary, float(old.score), float(new_score), limit)
+        interval = followed.get("score_ci", old.score_ci if kept else [])
+        summary = summary_with_score(
+            old.change_summary, float(old.score), float(new_score), limit, settings, interval
+        )
         if summary is not None:
             followed["change_summary"] = summary
-    kept = _restores(old, new_score) or _agrees(old, new_score, tolerance)
     if "score_ci" not in followed and old.score_ci and not kept:
         followed["score_ci"] = []
     return followed
@@ -538,14 +547,21 @@ def _measured_figure(old: KernelExperiment, new_score: float) -> str | None:
 
 
 def summary_with_score(
-    summary: str, old_score: float, new_score: float, limit: int = 80
+    summary: str,
+    old_score: float,
+    new_score: float,
+    limit: int = 80,
+    settings: Settings = DEFAULT_SETTINGS,
+    interval: Any = (),
 ) -> str | None:
     """``summary`` with the figure that states ``old_score`` (the last percentage or
     ratio that states it, :func:`_close`: ``Tile the loads - +25%`` for 1.2559)
-    restated for ``new_score``, rounded to the same decimals (``+2%``, ``1.02x``);
-    None when it states no such figure, or when the restated one would need words it
-    does not have (an unsigned percentage, ``25% faster``, of a score now below 1), or
-    the summary would grow past ``limit`` characters."""
+    restated for ``new_score``, rounded to the same decimals (``+2%``, ``1.02x``), and
+    an outcome its result names (``(regression)``, :data:`_LABEL`) restated for what
+    ``new_score`` (with its ``interval``, by ``settings``' thresholds) says; None when
+    it states no such figure, or when the restated one would need words it does not
+    have (an unsigned percentage, ``25% faster``, of a score now below 1), or the
+    summary would grow past ``limit`` characters."""
     if not (old_score > 0 and new_score > 0) or old_score == new_score:
         return None
     match = _stating(summary, old_score)
@@ -562,8 +578,36 @@ def summary_with_score(
         minus = "−" if sign == "−" else "-"
         new_sign = (minus if new_change < 0 else "+") if sign else ""
         figure = f"{new_sign}{magnitude}{match['pspace']}%"
-    restated = f"{summary[: match.start()]}{figure}{summary[match.end() :]}"
+    # The result's words (after the last " - " before the figure): its outcome follows.
+    cut = summary.rfind(" - ", 0, match.start())
+    cut = match.start() if cut < 0 else cut + 3
+    outcome = judge("done", False, False, new_score, interval, settings)
+    restated = (
+        f"{summary[:cut]}{_relabelled(summary[cut : match.start()], outcome)}{figure}"
+        f"{_relabelled(summary[match.end() :], outcome)}"
+    )
     return restated if len(restated) <= limit else None
+
+
+#: The outcomes a summary's result may name beside its figure (``+5% (regression)``),
+#: each with the outcome it says.
+_LABEL = re.compile(r"\b(?:improvement|regression|marginal|within noise)\b", re.IGNORECASE)
+_SAYS = {"within noise": "marginal"}
+
+
+def _relabelled(text: str, outcome: str) -> str:
+    """``text`` with each outcome it names (:data:`_LABEL`) that is not ``outcome``
+    saying ``outcome``, in the case it was written in (``REGRESSION``, ``Marginal``)."""
+
+    def say(found: re.Match[str]) -> str:
+        word = found[0]
+        if _SAYS.get(word.lower(), word.lower()) == outcome:
+            return word
+        if word.isupper():
+            return outcome.upper()
+        return outcome.capitalize() if word[0].isupper() else outcome
+
+    return _LABEL.sub(say, text)
 
 
 #: Words after an unsigned percentage that say which way it goes (``12% faster``).

@@ -254,7 +254,12 @@ def remeasure(
             "raw_result": f"{exp.raw_result.rstrip()}\n\n{scored.raw_result}".lstrip(),
         }
         summary = summary_with_score(
-            exp.change_summary, float(exp.score), scored.score, store.settings.max_summary_chars
+            exp.change_summary,
+            float(exp.score),
+            scored.score,
+            store.settings.max_summary_chars,
+            store.settings,
+            scored.score_ci,
         )
         if summary is not None:  # its figure was the old score's: it follows the new one
             changes["change_summary"] = summary

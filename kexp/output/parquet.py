@@ -26,15 +26,16 @@ score as the working tree or default branch holds them; null when it rests on no
 (:func:`kexp.output.export.sighting_record`).
 ``results`` has one row per configuration measured (``id``, the experiment's
 ``operator_sig``, ``dtype_sig``, ``env``, ``created_at``, then ``config``, ``baseline``,
-``candidate``, ``speedup``, ``unit``, the sample counts and IQRs, and any other key as
-JSON in ``extra``).
+``candidate``, ``speedup``, ``unit``, the sample counts (NULL past 64 bits: a warning
+names the file) and IQRs, and any other key as JSON in ``extra``).
 
 The partition value ``operator`` is ``operator_sig`` made safe for a folder name
 (characters other than letters, digits, ``.``, ``_`` and ``-`` become ``_``; at most
 :data:`MAX_PARTITION_CHARS`); the real value is the ``operator_sig`` column (two
 operators may share a folder). An export is built beside ``DIR`` and put in its place
-when complete, replacing an earlier export whole; a folder that is not empty and holds
-no kexp export is refused.
+when complete, replacing an earlier export whole (the staging folder of one killed before
+it finished, locked by none, is removed by the next); a folder that is not empty and
+holds no kexp export is refused.
 """
 
 from __future__ import annotations
@@ -43,18 +44,22 @@ import dataclasses
 import datetime as dt
 import itertools
 import json
+import os
 import re
 import secrets
 import shutil
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.collector import collector_paused
-from kexp.core.errors import KexpError
+from kexp.core.errors import KexpError, KexpWarning
 from kexp.core.fields import BODY_FIELDS, FIELDS
+from kexp.core.problems import display_path
 from kexp.output.export import RECORD_FIELDS, SIGHTING_KEYS, sighting_record, to_record
 from kexp.storage.atomic import replace_folder, writing_output
+from kexp.storage.locking import folder_lock
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -65,6 +70,8 @@ MARKER = "_kexp_export.json"
 EXPERIMENTS_TABLE = "experiments"
 RESULTS_TABLE = "results"
 MAX_PARTITION_CHARS = 80
+#: The columns the ``NAME=value`` folders of a partition give (hive-style).
+PARTITION_COLUMNS = ("operator", "month")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _FILE = "part-0.parquet"
 #: The named columns of the results table (any other key of a result goes to ``extra``).
@@ -125,6 +132,8 @@ def export_parquet(store: Store, output: Path | str, **filters: Any) -> ParquetE
     with writing_output(target):
         _check_output(target)
     listed = store.list_experiments(brief=True, **filters)
+    for exp in listed:
+        _warn_of_unfit_counts(exp)
     groups: dict[tuple[str, str], list[KernelExperiment]] = {}
     for exp in listed:
         key = (partition_value(exp.operator_sig), exp.created_at[:7])
@@ -146,8 +155,45 @@ def _write_export(
     """Build the export of ``groups`` in a new folder beside ``target`` and put it in
     place."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(target)
     staging = target.parent / f".{target.name}.kexp-new-{secrets.token_hex(4)}"
     staging.mkdir()
+    # Locked while it is written (by the child too, which shares the lock): a staging
+    # folder nobody holds is a killed export's, which the next one removes.
+    with folder_lock(staging, 0):
+        return _build(pa, pq, store, target, staging, groups)
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Remove the staging folders of exports into ``target`` that were killed (kexp's
+    own, by name, that no export holds locked): never another export's at work."""
+    leftover = re.compile(rf"\.{re.escape(target.name)}\.kexp-new-[0-9a-f]{{8}}")
+    with os.scandir(target.parent) as entries:
+        found = [
+            Path(entry.path)
+            for entry in entries
+            if leftover.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+        ]
+    for folder in found:
+        try:
+            with folder_lock(folder, 0):
+                # empty: one an export just made and is about to lock (a killed one's
+                # holds what it wrote)
+                if any(folder.iterdir()):
+                    shutil.rmtree(folder, ignore_errors=True)
+        except (KexpError, OSError):  # held: an export at work; or gone meanwhile
+            continue
+
+
+def _build(
+    pa: Any,
+    pq: Any,
+    store: Store,
+    target: Path,
+    staging: Path,
+    groups: dict[tuple[str, str], list[KernelExperiment]],
+) -> ParquetExport:
+    """:func:`_write_export` in the folder ``staging``, locked."""
     try:
         written = _write_partitions(pa, pq, store, staging, groups)
         files = [relative for relative, _, _, _ in written]
@@ -165,6 +211,10 @@ def _write_export(
         }
         for name, table in empty.items():
             if name not in schemas:  # no row: one empty file, so that the table exists
+                # with the columns the partition folders give a table with rows (a
+                # query on month answers no row)
+                for column in PARTITION_COLUMNS:
+                    table = table.append_column(column, pa.array([], type=pa.string()))
                 (staging / name).mkdir()
                 pq.write_table(table, staging / name / _FILE, compression="zstd")
                 files.append(f"{name}/{_FILE}")
@@ -208,7 +258,7 @@ def _write_partitions(
                 {**to_record(e, relative_to=store.root), **sighting_record(e)}
                 for e in store.with_bodies(groups[operator, month])
             ]
-            folder = f"operator={operator}/month={month}"
+            folder = f"operator={operator}/month={month}"  # PARTITION_COLUMNS
             tables = {
                 EXPERIMENTS_TABLE: _experiments_table(pa, records),
                 RESULTS_TABLE: _results_table(pa, records),
@@ -402,7 +452,12 @@ def _results_table(pa: Any, records: Iterable[dict[str, Any]]) -> Any:
             rows["created_at"].append(_timestamp(record.get("created_at")))
             for name in RESULT_COLUMNS:
                 value = item.get(name)
-                rows[name].append(value if name in ("config", "unit") else _number(value))
+                if name in ("config", "unit"):
+                    rows[name].append(value)
+                elif name in _COUNTS:
+                    rows[name].append(_count(value))
+                else:
+                    rows[name].append(_double(value))
             others = {k: v for k, v in item.items() if k not in RESULT_COLUMNS}
             rows["extra"].append(_json(others) if others else None)
     types = {
@@ -421,8 +476,53 @@ def _results_table(pa: Any, records: Iterable[dict[str, Any]]) -> Any:
     )
 
 
-def _number(value: Any) -> Any:
-    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+#: The results' keys held as 64-bit integers (the sample counts).
+_COUNTS = frozenset({"baseline_n", "candidate_n"})
+_INT64_MAX = 2**63 - 1
+
+
+def _double(value: Any) -> float | None:
+    """A number of a result as its double column holds it (an integer past 64 bits
+    too: a file holds none past a double's range, see ``yaml-number-too-large``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _count(value: Any) -> int | None:
+    """A sample count as its 64-bit column holds it: None when it is no number, or one
+    past 64 bits (``1e23`` is a valid count, whole as the schema asks)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if -_INT64_MAX <= value <= _INT64_MAX else None
+
+
+def _unfit_counts(results: Any) -> list[str]:
+    """Where ``results`` holds a sample count (a number) no 64-bit column holds."""
+    return [
+        f"results[{at}].{name}"
+        for at, item in enumerate(results if isinstance(results, list) else [])
+        if isinstance(item, dict)
+        for name in sorted(_COUNTS)
+        if _double(item.get(name)) is not None and _count(item.get(name)) is None
+    ]
+
+
+def _warn_of_unfit_counts(exp: KernelExperiment) -> None:
+    """One warning naming the file of ``exp`` when a count of its results cannot be
+    exported as the integer it is (before the work is shared with a child process, so
+    that it is said once)."""
+    unfit = _unfit_counts(exp.results)
+    if unfit:
+        where = display_path(exp.path) if exp.path is not None else exp.id
+        warnings.warn(
+            f"{where}: {', '.join(unfit)} too large for a 64-bit integer: NULL in the "
+            "Parquet results table (the experiments table's results JSON keeps it)",
+            KexpWarning,
+            stacklevel=3,
+        )
 
 
 def _unify(pa: Any, pq: Any, folder: Path, files: list[str], schemas: dict[str, list[str]]) -> None:

@@ -4,7 +4,8 @@ On a machine with more than one core, reading, checking or ``stat``-ing a large 
 goes twice as fast in two processes. :func:`in_two_processes` forks once, gives the
 child half the items and takes its result back as ``marshal`` data; the answer never
 depends on the child (if it fails in any way, its half is done here). ``KEXP_NO_FORK``
-keeps everything in one process, and so does a process running other threads.
+keeps everything in one process, and so does a process running other threads. The
+child ends with its parent (killed, it leaves no orphan working on).
 """
 
 from __future__ import annotations
@@ -30,6 +31,25 @@ def _forkable() -> bool:
         return False
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (cores or 1) > 1
+
+
+def _end_with_parent(fd: int) -> None:  # pragma: no cover - runs in the child
+    """End this child as soon as its parent ends (killed, say): a thread waits on
+    ``fd``, the pipe whose other end only the parent holds, which ends with it. The
+    child's work is the parent's, never wanted alone."""
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            pass
+        os._exit(1)
+
+    # lazy: only a child needs a thread
+    import threading
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def in_two_processes(
@@ -61,6 +81,8 @@ def in_two_processes(
                 break
     mine, theirs = items[:half], items[half:]
     read_end, write_end = os.pipe()
+    # Held open by this process alone: the child sees its end when this one is gone.
+    alive_read, alive_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -68,6 +90,8 @@ def in_two_processes(
         status = 1
         try:
             os.close(read_end)
+            os.close(alive_write)
+            _end_with_parent(alive_read)
             data = marshal.dumps(list(work(theirs)))
             view = memoryview(data)
             while view:
@@ -76,19 +100,23 @@ def in_two_processes(
         finally:
             os._exit(status)
     os.close(write_end)
+    os.close(alive_read)
     try:
-        result = list(work(mine))
-        chunks = []
-        while chunk := os.read(read_end, 1 << 20):
-            chunks.append(chunk)
-    except BaseException:
-        os.close(read_end)  # first: a child blocked writing to the pipe then ends
-        os.waitpid(pid, 0)
-        if discarded is not None:
-            discarded(pid)
-        raise
-    os.close(read_end)
-    _, status = os.waitpid(pid, 0)
+        try:
+            result = list(work(mine))
+            chunks = []
+            while chunk := os.read(read_end, 1 << 20):
+                chunks.append(chunk)
+        except BaseException:
+            os.close(read_end)  # first: a child blocked writing to the pipe then ends
+            os.waitpid(pid, 0)
+            if discarded is not None:
+                discarded(pid)
+            raise
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(alive_write)
     if status == 0:
         try:
             result.extend(marshal.loads(b"".join(chunks)))

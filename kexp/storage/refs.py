@@ -224,12 +224,20 @@ class RefsSource:
         return next((ref.short for ref in at_head if ref.name == f"refs/heads/{branch}"), None)
 
     def _as_local(self, seen: Seen) -> Seen:
-        """``seen`` without the checked-out branch among the places holding a version
-        the working tree holds: that branch's commit is the working tree's, no other
-        place (``local +1`` named no other ref)."""
-        if self.checked_out is None or seen.ref != LOCAL or self.checked_out not in seen.refs:
+        """``seen`` without the checked-out branch beside ``local``, among the places
+        holding this version or the others: that branch's commit is the working tree's,
+        no other place (``local +1`` named no other ref)."""
+        branch = self.checked_out
+        if branch is None:
             return seen
-        return seen._replace(refs=tuple(place for place in seen.refs if place != self.checked_out))
+        if seen.ref == LOCAL and branch in seen.refs:
+            seen = seen._replace(refs=tuple(place for place in seen.refs if place != branch))
+        if LOCAL in seen.other_versions and branch in seen.other_versions:
+            seen = seen._replace(
+                other_versions=tuple(p for p in seen.other_versions if p != branch),
+                diverged_on=tuple(p for p in seen.diverged_on if p != branch),
+            )
+        return seen
 
     def completed(self, cache: Cache, settings: Settings, found: Found) -> Found:
         """The read across refs, from the working tree's listing ``read(rows=False)``

@@ -273,15 +273,15 @@ class Sighting:
         return "; ".join(said)
 
     def to_dict(self) -> dict[str, Any]:
-        """As ``--json`` adds it to each experiment."""
+        """As ``--json`` adds it to each experiment (``removed_on`` a list, empty when
+        none, as the exports hold it)."""
         data: dict[str, Any] = {"ref": self.ref, "refs": list(self.refs)}
         if self.other_versions:
             data["other_versions"] = list(self.other_versions)
             data["diverged"] = self.diverged
             if self.diverged_on:
                 data["diverged_on"] = list(self.diverged_on)
-        if self.removed_on:
-            data["removed_on"] = list(self.removed_on)
+        data["removed_on"] = list(self.removed_on)
         if self.unmerged is not None:
             data["unmerged"] = self.unmerged.to_dict()
         if self.other_versions or self.removed_on or self.unmerged is not None:
