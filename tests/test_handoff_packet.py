@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_kexp
-from test_spellings import add, consult
+from test_spellings import add, consult, consulted_by_mcp
 from test_sync import clone, make_remote
 
 from kexp import Store
@@ -57,19 +57,8 @@ def test_a_clone_that_did_not_read_fetched_branches_says_so_before_anything(
     assert data["unread"] == summary[0]
 
     pytest.importorskip("mcp")
-    from test_mcp import Agent, run_agent
-
-    answers: list[str] = []
-
-    async def work(agent: Agent) -> None:
-        failed, texts = await agent.call(
-            "consult", operator="fused_attention_fwd", dtype="bf16", env="H100"
-        )
-        assert not failed, texts
-        answers.append(texts[0])
-
-    run_agent(b, work)
-    assert "not read: 1 experiment file(s)" in answers[0] and "A/A run" not in answers[0]
+    answer = consulted_by_mcp(b)
+    assert "not read: 1 experiment file(s)" in answer and "A/A run" not in answer
     across = run_kexp("context", "--operator", "fused_attention_fwd", "--all-refs", cwd=b)
     assert "Tiling 128x64 - +15%" in across.stdout and UNREAD_START not in across.stdout
 

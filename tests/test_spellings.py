@@ -51,6 +51,23 @@ def consult(root: Path, *options: str) -> tuple[str, dict[str, Any]]:
     return text.stdout, {key: None for key in HEADER} | data.pop("context") | data
 
 
+def consulted_by_mcp(root: Path, dtype: str = "bf16", env: str = "H100") -> str:
+    """The MCP consult's answer (the SDK's own client) for the campaign's operator."""
+    from test_mcp import Agent, run_agent
+
+    answers: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        failed, texts = await agent.call(
+            "consult", operator="fused_attention_fwd", dtype=dtype, env=env
+        )
+        assert not failed, texts
+        answers.append(texts[0])
+
+    run_agent(root, work)
+    return answers[0]
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "torch.bfloat16", "tl.bfloat16", "BF16"])
 def test_a_dtype_in_torch_or_triton_words_reads_the_campaign(
     campaign: tuple[Path, str], dtype: str
@@ -65,21 +82,10 @@ def test_a_dtype_in_torch_or_triton_words_reads_the_campaign(
 
 def test_the_mcp_consult_reads_torch_bfloat16_as_bf16(campaign: tuple[Path, str]) -> None:
     pytest.importorskip("mcp")
-    from test_mcp import Agent, run_agent
-
     root, best = campaign
-    answers: list[str] = []
-
-    async def work(agent: Agent) -> None:
-        failed, texts = await agent.call(
-            "consult", operator="fused_attention_fwd", dtype="torch.bfloat16", env="H100-SXM5"
-        )
-        assert not failed, texts
-        answers.append(texts[0])
-
-    run_agent(root, work)
-    assert "3 of them for this dtype and env: 3 improved" in answers[0], answers[0]
-    assert best[:10] in answers[0] and "A/A run" not in answers[0]
+    answer = consulted_by_mcp(root, dtype="torch.bfloat16", env="H100-SXM5")
+    assert "3 of them for this dtype and env: 3 improved" in answer, answer
+    assert best[:10] in answer and "A/A run" not in answer
 
 
 def test_spellings_of_one_dtype_are_one_campaign_and_exact_values_stay_alone(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import run_kexp
-from test_spellings import ENV, OPERATOR, add, consult
+from test_spellings import ENV, OPERATOR, add, consult, consulted_by_mcp
 
 from kexp import Store
 
@@ -157,21 +157,10 @@ def test_an_env_with_the_vendors_name_is_told_of_as_spelt_otherwise(
 
 def test_the_mcp_consult_says_it_in_the_tools_words(repo: Path, store: Store) -> None:
     pytest.importorskip("mcp")
-    from test_mcp import Agent, run_agent
-
     add(repo, "A - +30%", 1.3)
     second = add(repo, "B - +40%", 1.4, dtype="torch.bfloat16")
-    answers: list[str] = []
-
-    async def work(agent: Agent) -> None:
-        failed, texts = await agent.call(
-            "consult", operator="fused_attention_fwd", dtype="bf16", env="H100"
-        )
-        assert not failed, texts
-        answers.append(texts[0])
-
-    run_agent(repo, work)
-    (note,) = [line for line in answers[0].splitlines() if "read as one with" in line]
+    answer = consulted_by_mcp(repo)
+    (note,) = [line for line in answer.splitlines() if "read as one with" in line]
     assert f'the update tool with exp_id: "{second[:10]}' in note, note
     assert '"dtype_sig": VALUE' in note and "kexp update" not in note, note
 
