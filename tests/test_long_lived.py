@@ -106,3 +106,46 @@ def test_a_notebooks_store_read_across_refs_sees_each_fetch(tmp_path: Path) -> N
     )
     sync(notebook, branch="kexp/alice")  # the notebook's own sync: read at once
     assert mine.id in ids(notebook)
+
+
+def test_a_fetch_during_a_read_leaves_no_answer_of_the_wrong_refs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch lands while a read across refs is under way: the answer is kept under
+    the refs as its key saw them, so it must be made of those refs, or once that ref is
+    back where it was (reset, force-pushed) the kept answer names an experiment no ref
+    holds. The read looks at the refs once, for its key and its rows alike."""
+    remote, base = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    first = Store(bob).create_experiment(
+        base_commit=base, score=1.25, status="done", **record_fields()
+    )
+    sync(Store(bob), branch="kexp/bob")
+    git(alice, "fetch", "-q")
+    before = git(alice, "rev-parse", "origin/kexp/bob").strip()
+    second = Store(bob).create_experiment(
+        base_commit=base, score=1.5, status="done", **record_fields(change_summary="Other")
+    )
+    sync(Store(bob), branch="kexp/bob")
+    after = git(bob, "rev-parse", "origin/kexp/bob").strip()
+    git(alice, "fetch", "-q")
+    git(alice, "update-ref", "refs/remotes/origin/kexp/bob", before)
+
+    from kexp.storage.sources import WorkingTree
+
+    plain = WorkingTree.read
+    moved: list[bool] = []
+
+    def fetched_meanwhile(self: WorkingTree, *args: object, **kwargs: object) -> object:
+        if not moved:  # the fetch lands once, between the answer's key and its rows
+            moved.append(True)
+            git(alice, "update-ref", "refs/remotes/origin/kexp/bob", after)
+        return plain(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    notebook = Store(alice, all_refs=True)
+    monkeypatch.setattr(WorkingTree, "read", fetched_meanwhile)
+    assert [e.id for e in notebook.top_experiments(5)] in ([first.id], [second.id, first.id])
+    monkeypatch.setattr(WorkingTree, "read", plain)
+    git(alice, "update-ref", "refs/remotes/origin/kexp/bob", before)
+    assert [e.id for e in notebook.top_experiments(5)] == [first.id]
+    assert [e.id for e in Store(alice, all_refs=True).top_experiments(5)] == [first.id]

@@ -153,6 +153,11 @@ class RefsSource:
         self.places: tuple[str, ...] = (LOCAL,)
         self.defaults: frozenset[int] = frozenset()
         self._resolve(warn=True)
+        #: What :meth:`answer_places` found (``HEAD``'s commit and date, the history's
+        #: rewrites), handed by :meth:`read` to the read that follows it: the answer's
+        #: key and its rows come from one look at the refs.
+        self._answered: tuple[tuple[str, int] | None, tuple[str, ...]] | None = None
+        self._this_read: tuple[tuple[str, int] | None, tuple[str, ...]] | None = None
         #: The checked-out branch among the refs read (its short name; None: ``HEAD`` is
         #: detached, or the branch is not read), found at each read: the working tree
         #: is that branch's commit, so a version both hold is said to be ``local`` alone.
@@ -183,6 +188,7 @@ class RefsSource:
         """Every experiment's newest version (see the module documentation); with
         ``rows=False`` the working tree's listing alone (:meth:`completed` goes on)."""
         self._last = None
+        self._this_read, self._answered = self._answered, None
         local = self.tree.read(cache, settings, rows=rows)
         return self._across(cache, settings, local) if rows else local
 
@@ -190,11 +196,18 @@ class RefsSource:
         """``HEAD``'s commit, each ref read (its name and commit) and what rewrites the
         history (:func:`kexp.gitops.objects.history_rewrites`): with the working tree's
         files, what a read's answer depends on, as (name, value) pairs."""
+        head, rewrites = self._looked()
+        self._answered = head, rewrites
+        return self._places(head[0] if head else None, rewrites, self.checked_out)
+
+    def _looked(self) -> tuple[tuple[str, int] | None, tuple[str, ...]]:
+        """The refs resolved (:meth:`_resolve`), ``HEAD``'s commit and date, the
+        checked-out branch (:attr:`checked_out`) and the history's rewrites, as they are
+        now."""
         self._resolve()
         head = gitobjects.head_info(self.worktree)
-        commit = head[0] if head else None
-        self.checked_out = self._checked_out(commit)
-        return self._places(commit, gitobjects.history_rewrites(self.worktree), self.checked_out)
+        self.checked_out = self._checked_out(head[0] if head else None)
+        return head, gitobjects.history_rewrites(self.worktree)
 
     def _places(
         self, head: str | None, rewrites: tuple[str, ...], checked_out: str | None
@@ -248,11 +261,10 @@ class RefsSource:
     def _across(self, cache: Cache, settings: Settings, local: Found) -> Found:
         """The read across refs, from the working tree's read ``local``."""
         assert local.listing is not None
-        self._resolve()
-        head = gitobjects.head_info(self.worktree)
+        # the look its answer's key was made of, else a look now
+        head, rewrites = self._this_read or self._looked()
+        self._this_read = None
         commits = [head[0] if head else None, *(ref.commit for ref in self.refs)]
-        self.checked_out = self._checked_out(commits[0])
-        rewrites = gitobjects.history_rewrites(self.worktree)
         git = GitTrees(self.worktree, cache, keep_bases=not rewrites)
         # Each folder → its tree at HEAD, then at each ref.
         folders = git.place_folders(git.roots(commits, self.folder))
