@@ -168,6 +168,9 @@ class RefsSource:
         self.several: dict[str, list[Version]] = {}
         #: The files of duplicate ids the last read left out (path → content key).
         self._doubled: dict[str, bytes] = {}
+        #: The content key of each invalid version a ref holds at the last read (path
+        #: relative to ``experiments/`` → key): validate checks those bytes.
+        self._invalid_keys: dict[str, bytes] = {}
 
     @property
     def experiments_dir(self) -> Path:
@@ -272,6 +275,7 @@ class RefsSource:
         self.several = {exp_id: list(versions) for exp_id, versions in several.items()}
         doubled = one_file_a_place(single, several)
         self._doubled = {path: key for path, key, _, _ in doubled}
+        self._invalid_keys = {}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
         own = frozenset(n for n, r in enumerate(self.refs, 1) if r.name.startswith("refs/heads/"))
         newest = Newest(self.places, self.folder, git, commits, dates, self.defaults,
@@ -282,6 +286,12 @@ class RefsSource:
             several.pop(exp_id, None)
         chosen = newest.choose(several, noted)
         found = self._found(local, single, chosen, noted, newest, cache, settings)
+        fallen = _chosen_invalid(found, chosen, several)
+        if fallen:  # an invalid newest version: the newest valid one is read instead
+            chosen.update(newest.choose(fallen, noted))
+            told = found.invalid
+            found = self._found(local, single, chosen, noted, newest, cache, settings)
+            found = found._replace(invalid=_merged_invalid(told, found.invalid))
         instead = displaced(chosen, several, self.places, self.defaults)
         if instead:  # an unmerged version ranked: what rests on it says so
             found = found._replace(rows=self._unmerged(found.rows, instead, cache, settings))
@@ -432,6 +442,7 @@ class RefsSource:
                 values = None
             if values is None:
                 invalid.append((path, _invalid_message(self.experiments_dir / path, seen, error)))
+                self._invalid_keys.setdefault(path, key)
             else:
                 rows.append(row_of(values, path, key, seen))
         # lazy: not every command that imports this module needs kexp.storage.listing
@@ -468,7 +479,8 @@ class RefsSource:
         for path, key in self._doubled.items():  # read by validate, which says so
             entries.setdefault(str(base / path), (path, key, False))
         for path, error in self._last.invalid:
-            entries.setdefault(str(base / path), (path, b"", not isinstance(error, str)))
+            key = self._invalid_keys.get(path, b"")
+            entries.setdefault(str(base / path), (path, key, not isinstance(error, str)))
         return entries
 
     def removed(self) -> dict[str, str]:
@@ -630,6 +642,43 @@ def _default_places(repo: Worktree, refs: Sequence[RefInfo]) -> frozenset[int]:
         if place is not None:
             found.add(place)
     return frozenset(found)
+
+
+def _chosen_invalid(
+    found: Found,
+    chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]],
+    several: dict[str, list[Version]],
+) -> dict[str, list[Version]]:
+    """The experiments of several versions whose chosen (newest) one is invalid and
+    left no row, each with its other versions (those not holding a chosen file's
+    contents): an invalid edit on a branch must not hide the valid version the working
+    tree or another ref holds."""
+    invalid = {path for path, _ in found.invalid}
+    suspects = {
+        exp_id for exp_id, (files, _) in chosen.items() if any(path in invalid for path, _ in files)
+    }
+    if not suspects:
+        return {}
+    suspects -= {row.id for row in found.rows}
+    fallen: dict[str, list[Version]] = {}
+    for exp_id in suspects:
+        keys = {key for _, key in chosen[exp_id][0]}
+        others = [version for version in several[exp_id] if version[1] not in keys]
+        if others:
+            fallen[exp_id] = others
+    return fallen
+
+
+def _merged_invalid(
+    told: Sequence[tuple[str, Any]], found: Sequence[tuple[str, Any]]
+) -> list[tuple[str, Any]]:
+    """The invalid files of a read chosen again (``found``) with those of its first
+    choice (``told``) it no longer names: each invalid version is still said."""
+    # lazy: not every command that imports this module needs kexp.storage.listing
+    from kexp.storage.listing import path_order
+
+    merged = list(dict.fromkeys([*found, *told]))
+    return sorted(merged, key=lambda item: path_order(item[0]))
 
 
 def _invalid_message(path: Path, seen: Seen, error: Any) -> str:
