@@ -348,3 +348,20 @@ def test_a_score_bound_that_is_no_number_is_refused(repo: Path, bound: str) -> N
     anyio.run(work)
     assert all("argument 'min_score' must be a number" in text for text in said), said
     assert all("\n" not in text for text in said), said
+
+
+def test_a_retired_steps_reason_is_in_the_tried_before_warning(repo: Path) -> None:
+    """A step retired as wrong (``kexp update ID --set status=failed --reason ...``), then
+    its change tried again for another dtype: the warning said "failed" and its summary
+    (a +5% step), not why it was retired, so the agent could not tell a wrong kernel
+    from a slow one without reading the file (trial R, finding 05)."""
+    diff = write(repo, "d.diff", DIFF)
+    first, _ = add(repo, "--summary", "Unroll 8 - +5%", "--dtype", "bf16", "--score", "1.05",
+                   "--diff-file", diff)  # fmt: skip
+    why = "wrong results when rows are not a multiple of 8"
+    done = run_kexp("update", first, "--set", "status=failed", "--reason", why, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    _, warned = add(repo, "--summary", "Unroll 8 again", "--dtype", "fp16", "--score", "1.04",
+                    "--diff-file", diff)  # fmt: skip
+    assert f"already tried in {first}" in warned, warned
+    assert why in " ".join(warned.split()), warned

@@ -134,6 +134,9 @@ class Repeat:
     #: The score a view prints (None: no measurement, whatever its outcome:
     #: :attr:`kexp.core.cumulative.Derived.shown_score`).
     shown_score: float | None = None
+    #: Why it was retired (the reason of the correction that set its status to
+    #: failed: :func:`kexp.format.notes.retired_reason`; "" when it was not).
+    retired: str = ""
 
     @property
     def measured(self) -> bool:
@@ -154,7 +157,8 @@ class Repeat:
         where = f" on {self.ref}" if self.ref else ""
         shown = self.shown_score
         score = NOTHING_MEASURED if shown is None else f"score {shown:.4f}"
-        return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r})"
+        retired = f"; retired because: {self.retired!r}" if self.retired else ""
+        return f"{self.id}{where} ({near}{score}, {self.outcome}: {self.change_summary!r}{retired})"
 
 
 def normalize_code_change(text: str) -> str:

@@ -18,6 +18,7 @@ from kexp.core.errors import (
     RevertWarning,
 )
 from kexp.core.model import attach
+from kexp.format.notes import retired_reason
 from kexp.storage.dedupe import (
     Repeat,
     adds_alike,
@@ -169,6 +170,7 @@ def repeats_in(
                 dtype_sig=signature(exp.dtype_sig),
                 pid=signature(exp.pid),
                 shown_score=exp.derived.shown_score,
+                retired=retired_reason(exp.detailed_description),
             )
         )
     identical_first = [r for r in repeats if r.identical]

@@ -1,0 +1,30 @@
+"""The correction notes kexp appends to an experiment's ``detailed_description``
+(``**Correction (2026-11-30)**: status done → failed. Reason: wrong results.``), read
+back: what a later reader (a tried-before warning) says of why an experiment was
+retired."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["retired_reason"]
+
+#: One note: its date, what it changed and its reason (the reason runs to the line's end).
+_NOTE = re.compile(
+    r"^\*\*Correction \((?P<day>[^)]*)\)\*\*:\s*(?P<what>.*?)\.\s+Reason:\s*(?P<reason>.*)$",
+    re.MULTILINE,
+)
+#: What a note says when it sets the status to failed (``status done → failed``).
+_RETIRED = re.compile(r"\bstatus \S+ → failed\b")
+
+
+def retired_reason(description: str) -> str:
+    """The reason of the last correction note that set the status to ``failed`` (the
+    experiment retired: ``kexp update ID --set status=failed --reason ...``); "" when
+    no note did."""
+    reasons = [
+        match["reason"].strip()
+        for match in _NOTE.finditer(description or "")
+        if _RETIRED.search(match["what"])
+    ]
+    return reasons[-1].rstrip(".") if reasons else ""
