@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS
 from kexp.core.campaign import (
     Derivation,
     code_depends_on,
@@ -63,6 +62,7 @@ from kexp.storage.answers import (
 from kexp.storage.bodies import read_bodies
 from kexp.storage.controls import control_rows
 from kexp.storage.idindex import held_twice, id_finder
+from kexp.storage.idlookup import find_file, id_among, resolve_references
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -567,25 +567,12 @@ class StoreReader:
 
     def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
         """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
-        place the store reads; among those ``found`` by a read, when given)."""
-        places = self.source.places
-        if places is None and found is None:
+        place the store reads; among those ``found`` by a read, when given): see
+        :func:`kexp.storage.idlookup.id_among`."""
+        if self.source.places is None and found is None:
             return self._find(id_or_prefix)[0]
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        found = found if found is not None else self.found()
-        where = ", ".join(places) if places else str(self.experiments_dir)
-        hint = ALL_REFS_IDS if places else f"{LIST_SHOWS} the ids"
-        try:
-            return ids.the_one(prefix, found.held_ids(), f"{where} ({hint})")
-        except ExperimentNotFoundError as error:
-            if places is None:
-                raise self.not_found_here(prefix, error) from None
-            gone = [(exp_id, by) for exp_id, by in found.removed if exp_id.startswith(prefix)]
-            if len(gone) != 1:
-                raise
-            from kexp.storage.refs import removed_message
-
-            raise ExperimentNotFoundError(removed_message(*gone[0], self)) from None
+        return id_among(self, prefix, found if found is not None else self.found())
 
     def not_found_here(self, id_or_prefix: str, error: KexpError) -> KexpError:
         """``error`` (no experiment ``id_or_prefix`` names where this store looked) saying,
@@ -599,44 +586,16 @@ class StoreReader:
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
         (:class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix that
-        names no experiment or several)."""
-        resolved = dict(fields)
-        pid = resolved.get("pid")
-        if isinstance(pid, str) and pid.strip():
-            resolved["pid"] = self._find(pid.strip(), writing=True)[0]
-        combines = resolved.get("combines")
-        if isinstance(combines, list):
-            resolved["combines"] = [
-                self._find(c, writing=True)[0] if isinstance(c, str) and c.strip() else c
-                for c in combines
-            ]
-        return resolved
+        names no experiment or several): see :func:`kexp.storage.idlookup.resolve_references`."""
+        return resolve_references(self, fields, self._held_files)
 
     def _find(
         self, id_or_prefix: str, *, writing: bool = False, removing: bool = False
     ) -> tuple[str, Path]:
         """The full id and the file of the one experiment of the working tree (or the
-        revision) whose id starts with ``id_or_prefix``. ``writing`` (a write names it:
-        it must be in the working tree): one only on refs is an error saying where it is
-        and how to bring it in (:func:`kexp.storage.whereabouts.not_in_working_tree`; ``removing``:
-        for a removal, which one made here already answers)."""
-        held = self._held_files.get(id_or_prefix)
-        if held is not None and (self.experiments_dir / held).is_file():
-            return id_or_prefix, held
-        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        index = self.id_index(prefix)
-        try:
-            exp_id = ids.the_one(prefix, index, f"{self.experiments_dir} ({LIST_SHOWS} the ids)")
-        except ExperimentNotFoundError as error:
-            if not writing:
-                raise self.not_found_here(prefix, error) from None
-            from kexp.storage.whereabouts import not_in_working_tree
-
-            raise not_in_working_tree(self, prefix, error, removing=removing) from None
-        paths = index[exp_id]
-        if len(paths) > 1:
-            raise used_twice(exp_id, [str(p) for p in paths], self.root)
-        return exp_id, paths[0]
+        revision) whose id starts with ``id_or_prefix``: see
+        :func:`kexp.storage.idlookup.find_file`."""
+        return find_file(self, id_or_prefix, self._held_files, writing=writing, removing=removing)
 
     @contextlib.contextmanager
     def holding(self, full_id: str) -> Iterator[None]:
@@ -656,7 +615,7 @@ class StoreReader:
     def path_of(self, exp_id: str, *, writing: bool = False, removing: bool = False) -> Path:
         """The file of the experiment with this id (or unique prefix); ``writing``: for
         a write, which must find it in the working tree, ``removing`` for a removal
-        (see :meth:`_find`)."""
+        (see :func:`kexp.storage.idlookup.find_file`)."""
         return self._find(exp_id, writing=writing, removing=removing)[1]
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
