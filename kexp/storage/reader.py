@@ -44,7 +44,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.model import KernelExperiment, attach
-from kexp.core.problems import Problem, sort_problems
+from kexp.core.problems import Problem
 from kexp.core.settings import Settings, load_settings
 from kexp.format.rules import id_from_name
 from kexp.format.validate import CheckedFile
@@ -61,6 +61,7 @@ from kexp.storage.answers import (
 )
 from kexp.storage.bodies import read_bodies
 from kexp.storage.controls import control_rows
+from kexp.storage.fromrows import brief_experiments, skip_invalid, whole_experiments
 from kexp.storage.idindex import held_twice, id_finder
 from kexp.storage.idlookup import find_file, id_among, resolve_references
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
@@ -253,7 +254,7 @@ class StoreReader:
         query starts from."""
         found, _ = self._read(None, held_answer)
         for path, error in found.invalid:
-            self._skip(path, error, strict)
+            skip_invalid(self, path, error, strict)
         return found
 
     def _read(
@@ -305,7 +306,7 @@ class StoreReader:
         read and ``question`` alone."""
         found, held = self._read(question, held_whole)
         for path, error in held.invalid if held is not None else found.invalid:
-            self._skip(path, error, False)
+            skip_invalid(self, path, error, False)
         if held is not None:
             return held.value
         value = make(found)
@@ -320,27 +321,6 @@ class StoreReader:
     def shown_id_length(self, shown: Iterable[str]) -> int:
         """The length to print the ids of ``shown`` at: each unique among the last read's."""
         return ids.distinct_length(shown, self._ids_read())
-
-    def _skip(self, path: str, error: Any, strict: bool) -> None:
-        """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
-        file = self.experiments_dir / path
-        if isinstance(error, str):  # already said where (another place than the tree)
-            if strict:
-                raise ValidationError(error, [])
-            warnings.warn(
-                f"skipped invalid experiment file {error}", InvalidExperimentWarning, stacklevel=4
-            )
-            return
-        if self.is_working_tree and self.source.vanished(file):
-            return  # deleted by another process since it was listed: no longer in the store
-        problem = error if isinstance(error, Problem) else problem_at(file, error)
-        if strict:
-            raise ValidationError(f"{file} is not a valid experiment", [problem])
-        warnings.warn(
-            f"skipped invalid experiment file {problem.format()}",
-            InvalidExperimentWarning,
-            stacklevel=4,
-        )
 
     def derivation(self, *, strict: bool = False) -> Derivation:
         """What is derived of every current experiment from all of them (outcome,
@@ -372,32 +352,6 @@ class StoreReader:
             rows = reachable(rows, self.code_repo, str(reachable_from))
         return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
 
-    @collector_paused()  # an experiment a row, none in a cycle
-    def _brief(self, rows: Iterable[Row], of: Callable[[Row], Derived]) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of rows, with what is derived of
-        each (``of``: :meth:`kexp.core.campaign.Derivation.of`)."""
-        settings, folder = self.settings, self.experiments_dir
-        return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
-
-    def _complete(
-        self, rows: Sequence[Row], of: Callable[[Row], Derived], *, strict: bool = False
-    ) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of rows, with what is derived of each
-        (``of``); a file that became invalid since it was listed is skipped with a
-        warning."""
-        complete: list[KernelExperiment] = []
-        for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
-            if not checked.ok:
-                first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-                self._skip(row.path, first, strict)
-                continue
-            exp = checked.experiment()
-            complete.append(
-                attach(exp, self.settings, path=self.experiments_dir / row.path,
-                       derived=of(row), where=row.sighting())
-            )  # fmt: skip
-        return complete
-
     def list_experiments(
         self, *, strict: bool = False, brief: bool = False, **filters: Any
     ) -> list[KernelExperiment]:
@@ -416,12 +370,12 @@ class StoreReader:
         chosen = chronological(selected.rows)
         derivation = selected.derivation
         if selected.text is not None:
-            complete = self._complete(chosen, derivation.of, strict=strict)
+            complete = whole_experiments(self, chosen, derivation.of, strict=strict)
             listed = [e for e in complete if matches(e, selected.text, self.settings)]
         elif brief:
-            listed = self._brief(chosen, derivation.of)
+            listed = brief_experiments(self, chosen, derivation.of)
         else:
-            listed = self._complete(chosen, derivation.of, strict=strict)
+            listed = whole_experiments(self, chosen, derivation.of, strict=strict)
         if not listed:
             self.note_unmatched(filters)
         return listed
@@ -479,7 +433,11 @@ class StoreReader:
             best, of = self._best(filters, skips, strict=strict, by=by, limit=limit)
             if not best:
                 self.note_unmatched(filters)
-            return self._brief(best, of) if brief else self._complete(best, of, strict=strict)
+            return (
+                brief_experiments(self, best, of)
+                if brief
+                else whole_experiments(self, best, of, strict=strict)
+            )
         rows, text, derivation = self._rows(filters, strict=strict, skips=skips)
         assert text is not None
         ranked = rank(rows, by=by, derivation=derivation)
@@ -488,7 +446,9 @@ class StoreReader:
         for start in range(0, len(ranked), step):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(ranked[start : start + step], derivation.of, strict=strict)
+            batch = whole_experiments(
+                self, ranked[start : start + step], derivation.of, strict=strict
+            )
             chosen += [e for e in batch if matches(e, text, self.settings)]
         if not chosen:
             self.note_unmatched(filters)
@@ -532,7 +492,7 @@ class StoreReader:
         question = (by, limit, skips, build_filters(**filters)) if plain else None
         found, held = self._read(question, held_answer)
         for path, error in held.invalid if held else found.invalid:
-            self._skip(path, error, strict)
+            skip_invalid(self, path, error, strict)
         if held is not None:
             return held.rows, held.of
         rows, _, derivation = self._rows(filters, strict=strict, skips=skips, found=found)
@@ -635,7 +595,7 @@ class StoreReader:
                 raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
                 raise used_twice(full, [row.path for row in rows], self.root)
-            return self._complete(rows, found.derivation(self.settings).of, strict=True)[0]
+            return whole_experiments(self, rows, found.derivation(self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -797,14 +757,14 @@ class StoreReader:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return self._complete(chain, derivation.of)
+        return whole_experiments(self, chain, derivation.of)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         found = self.found()
         full_id = self.resolve_id(exp_id, found=found)
         kids = [row for row in found.rows if row.pid == full_id]
-        return self._complete(chronological(kids), found.derivation(self.settings).of)
+        return whole_experiments(self, chronological(kids), found.derivation(self.settings).of)
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
@@ -820,7 +780,7 @@ class StoreReader:
                     seen.add(child.id)
                     chosen.append(child)
                     queue.append(child.id)
-        return self._complete(chosen, found.derivation(self.settings).of)
+        return whole_experiments(self, chosen, found.derivation(self.settings).of)
 
     # --- validation ------------------------------------------------------------------
 
