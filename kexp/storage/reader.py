@@ -21,16 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.campaign import (
-    Derivation,
-    code_depends_on,
-    depends_on,
-    derive,
-    env_controls,
-    judged_by_control,
-    may_meet_control,
-    stands_alone,
-)
+from kexp.core.campaign import Derivation
 from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.errors import (
@@ -61,6 +52,7 @@ from kexp.storage.answers import (
 )
 from kexp.storage.bodies import read_bodies
 from kexp.storage.controls import control_rows
+from kexp.storage.derivedof import derived_from_lineage
 from kexp.storage.fromrows import brief_experiments, skip_invalid, whole_experiments
 from kexp.storage.idindex import held_twice, id_finder
 from kexp.storage.idlookup import find_file, id_among, resolve_references
@@ -93,11 +85,6 @@ if TYPE_CHECKING:
 
 _S = TypeVar("_S", bound="StoreReader")
 _Held = TypeVar("_Held", Answer, Whole)
-
-
-#: How many files :meth:`StoreReader.get_experiment` reads one by one for an
-#: experiment's lineage before it asks the whole store instead.
-LINEAGE_FILES = 64
 
 
 class _Selected(NamedTuple):
@@ -611,24 +598,16 @@ class StoreReader:
         self, exp: KernelExperiment, *, controls: dict[str, dict[str, list[Row]]] | None = None
     ) -> Derived:
         """What the store derives of ``exp`` (as its file holds it): from the experiments
-        it depends on alone, read file by file (:meth:`_lineage`), when the store reads
-        no refs and they are few, and the control of its env (of ``controls``, the
-        store's as :func:`~kexp.core.campaign.env_controls` gives them, when the caller
-        read them: a write's read before it; else :meth:`control_rows`) when it is a
-        change that control may judge (:func:`kexp.core.campaign.may_meet_control`);
-        else from the whole store's derivation."""
+        it depends on alone, read file by file, when the store reads no refs and they are
+        few, and the control of its env (of ``controls``, the store's as
+        :func:`~kexp.core.campaign.env_controls` gives them, when the caller read them: a
+        write's read before it; else :meth:`control_rows`) when it is a change that
+        control may judge (:func:`kexp.storage.derivedof.derived_from_lineage`); else from
+        the whole store's derivation."""
         if self.source.places is None:
-            found: Derived | None = None
-            if stands_alone(exp):  # what is derived of it depends on no other experiment
-                found = derive([exp], self.settings).of(exp)
-            elif (lineage := self._lineage(exp)) is not None:
-                found = derive(lineage[0], self.settings, lineage[1]).of(exp)
-            if found is not None:  # a change: the control of its env may judge it
-                if not may_meet_control(found):
-                    return found
-                if controls is None:
-                    controls = env_controls(self.control_rows())
-                return judged_by_control(exp, found, controls, self.settings)
+            found = derived_from_lineage(self, exp, controls)
+            if found is not None:
+                return found
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
             return self.derivation().of(exp)
@@ -636,41 +615,6 @@ class StoreReader:
     def control_rows(self) -> list[Row]:
         """The rows of the store's controls (:func:`kexp.storage.controls.control_rows`)."""
         return control_rows(self)
-
-    def _lineage(self, exp: KernelExperiment) -> tuple[list[KernelExperiment], set[str]] | None:
-        """``exp`` and every experiment what is derived of it depends on (its ancestors
-        back to a reference measurement, and what they combine), each read from its file
-        as :meth:`get_experiment` reads one, and the ids among them whose file is invalid:
-        what :func:`derive` needs to give ``exp`` the values the whole store's derivation
-        gives it (tests/test_campaign.py holds the two equal). None past
-        :data:`LINEAGE_FILES` files or at an id several files hold: then the whole
-        store's derivation answers."""
-        records = [exp]
-        invalid: set[str] = set()
-        seen = {exp.id}
-        wanted = depends_on(exp)
-        while wanted:
-            exp_id = wanted.pop()
-            if exp_id in seen:
-                continue
-            seen.add(exp_id)
-            if not ids.is_valid_id(exp_id):
-                continue  # no file holds it: "not in the store"
-            if len(records) >= LINEAGE_FILES:
-                return None
-            paths = self.id_index(exp_id).get(exp_id, [])
-            if len(paths) > 1:
-                return None
-            if not paths:
-                continue
-            checked = self.check_file(paths[0])
-            if not checked.ok:
-                invalid.add(exp_id)  # no experiment of the store: "invalid"
-                continue
-            record = checked.experiment()
-            records.append(record)
-            wanted.extend(code_depends_on(record))
-        return records, invalid
 
     # --- git: the store at a revision, across refs, history, changes -------------------
 
