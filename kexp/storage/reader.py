@@ -1,13 +1,20 @@
 """The store's reading half: :class:`StoreReader`, which :class:`kexp.storage.store.Store`
-extends with its writes.
+extends with its writes. Its role: the one read of the store's files and the queries
+over it.
 
 A store reads its files through a source (:mod:`kexp.storage.sources`: the working tree, a git
 revision for :meth:`StoreReader.at`, the working tree and refs for
 ``Store(root, refs=...)``), queries them through one pipeline (the rows of every
 current experiment from the cache, :mod:`kexp.storage.cache`; the derived values over all of
-them, :func:`kexp.storage.query.derive`; filters; :func:`kexp.storage.query.rank`; only the chosen
+them, :func:`kexp.core.campaign.derive`; filters; :func:`kexp.storage.query.rank`; only the chosen
 files read whole), and validates them in one scan (:mod:`kexp.storage.validation`). Reads
 never see a half-written file (every write is a rename of a finished temporary file).
+
+What it asks of others, each a module of its own: the experiments made of the rows a
+query chose (:mod:`kexp.storage.fromrows`), which experiment an id names
+(:mod:`kexp.storage.idlookup`, on :mod:`kexp.storage.idindex`), what is derived of one
+experiment from its lineage alone (:mod:`kexp.storage.derivedof`), the answers kept for
+an unchanged store (:mod:`kexp.storage.answers`), history (:mod:`kexp.storage.history`).
 """
 
 from __future__ import annotations
@@ -315,6 +322,8 @@ class StoreReader:
         :func:`kexp.core.campaign.derive`. ``of(record)`` answers for any record listed."""
         return self.found(strict=strict).derivation(self.settings)
 
+    # --- queries: the one pipeline ------------------------------------------------
+
     def _rows(self, filters: dict[str, Any], *, strict: bool,
               skips: tuple[bool, bool, bool] = (False, False, False),
               found: Found | None = None) -> _Selected:  # fmt: skip
@@ -502,6 +511,8 @@ class StoreReader:
             resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
         return resolved
 
+    # --- ids: which experiment an id names (kexp.storage.idlookup) -------------------
+
     def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
         """Ids (starting with ``prefix``) → their files in the working tree (in path
         order), from the file names alone."""
@@ -564,6 +575,8 @@ class StoreReader:
         a write, which must find it in the working tree, ``removing`` for a removal
         (see :func:`kexp.storage.idlookup.find_file`)."""
         return self._find(exp_id, writing=writing, removing=removing)[1]
+
+    # --- one experiment ---------------------------------------------------------------
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
         """The experiment with this id or unique id prefix (≥ 4 characters); read across
