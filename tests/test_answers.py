@@ -24,8 +24,8 @@ from conftest import edit_in_place, experiment_fields, git, past_racy_window
 from test_sync import clone, make_remote, record
 
 import kexp.storage.cache
+import kexp.storage.derivedof
 import kexp.storage.listing
-import kexp.storage.reader
 import kexp.storage.sources
 from kexp import KernelExperiment, KexpError, Store
 from kexp.core.campaign import derive
@@ -63,7 +63,7 @@ def derived(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         calls[0] += 1
         return derive(*args, **kwargs)
 
-    monkeypatch.setattr(kexp.storage.reader, "derive", counted)
+    monkeypatch.setattr(kexp.storage.derivedof, "derive", counted)  # derived_of
     monkeypatch.setattr(kexp.storage.sources, "derive", counted)  # Found.derivation
     yield calls
 

@@ -1,7 +1,8 @@
 """A store's experiment ids and their files, from the file names alone: in the working
 tree through the cache's folder listings (:func:`kexp.storage.listing.find_folders`:
 only the folders whose own signature changed are listed again); at a revision from its
-paths. What :meth:`kexp.storage.reader.StoreReader.id_index` and a write's checks ask.
+paths. What :meth:`kexp.storage.reader.StoreReader.id_index`, the id lookups built on it
+(:mod:`kexp.storage.idlookup`) and a write's checks ask.
 """
 
 from __future__ import annotations

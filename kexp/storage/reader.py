@@ -1,13 +1,20 @@
 """The store's reading half: :class:`StoreReader`, which :class:`kexp.storage.store.Store`
-extends with its writes.
+extends with its writes. Its role: the one read of the store's files and the queries
+over it.
 
 A store reads its files through a source (:mod:`kexp.storage.sources`: the working tree, a git
 revision for :meth:`StoreReader.at`, the working tree and refs for
 ``Store(root, refs=...)``), queries them through one pipeline (the rows of every
 current experiment from the cache, :mod:`kexp.storage.cache`; the derived values over all of
-them, :func:`kexp.storage.query.derive`; filters; :func:`kexp.storage.query.rank`; only the chosen
+them, :func:`kexp.core.campaign.derive`; filters; :func:`kexp.storage.query.rank`; only the chosen
 files read whole), and validates them in one scan (:mod:`kexp.storage.validation`). Reads
 never see a half-written file (every write is a rename of a finished temporary file).
+
+What it asks of others, each a module of its own: the experiments made of the rows a
+query chose (:mod:`kexp.storage.fromrows`), which experiment an id names
+(:mod:`kexp.storage.idlookup`, on :mod:`kexp.storage.idindex`), what is derived of one
+experiment from its lineage alone (:mod:`kexp.storage.derivedof`), the answers kept for
+an unchanged store (:mod:`kexp.storage.answers`), history (:mod:`kexp.storage.history`).
 """
 
 from __future__ import annotations
@@ -21,17 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kexp.core import ids
-from kexp.core.advice import ALL_REFS_IDS, LIST_SHOWS
-from kexp.core.campaign import (
-    Derivation,
-    code_depends_on,
-    depends_on,
-    derive,
-    env_controls,
-    judged_by_control,
-    may_meet_control,
-    stands_alone,
-)
+from kexp.core.campaign import Derivation
 from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.errors import (
@@ -45,7 +42,7 @@ from kexp.core.errors import (
     ValidationError,
 )
 from kexp.core.model import KernelExperiment, attach
-from kexp.core.problems import Problem, sort_problems
+from kexp.core.problems import Problem
 from kexp.core.settings import Settings, load_settings
 from kexp.format.rules import id_from_name
 from kexp.format.validate import CheckedFile
@@ -62,7 +59,10 @@ from kexp.storage.answers import (
 )
 from kexp.storage.bodies import read_bodies
 from kexp.storage.controls import control_rows
+from kexp.storage.derivedof import derived_from_lineage
+from kexp.storage.fromrows import brief_experiments, skip_invalid, whole_experiments
 from kexp.storage.idindex import held_twice, id_finder
+from kexp.storage.idlookup import find_file, id_among, resolve_references
 from kexp.storage.location import CACHE_DIR as CACHE_DIR
 from kexp.storage.location import find_root as find_root
 from kexp.storage.location import init_store as init_store
@@ -92,11 +92,6 @@ if TYPE_CHECKING:
 
 _S = TypeVar("_S", bound="StoreReader")
 _Held = TypeVar("_Held", Answer, Whole)
-
-
-#: How many files :meth:`StoreReader.get_experiment` reads one by one for an
-#: experiment's lineage before it asks the whole store instead.
-LINEAGE_FILES = 64
 
 
 class _Selected(NamedTuple):
@@ -253,7 +248,7 @@ class StoreReader:
         query starts from."""
         found, _ = self._read(None, held_answer)
         for path, error in found.invalid:
-            self._skip(path, error, strict)
+            skip_invalid(self, path, error, strict)
         return found
 
     def _read(
@@ -305,7 +300,7 @@ class StoreReader:
         read and ``question`` alone."""
         found, held = self._read(question, held_whole)
         for path, error in held.invalid if held is not None else found.invalid:
-            self._skip(path, error, False)
+            skip_invalid(self, path, error, False)
         if held is not None:
             return held.value
         value = make(found)
@@ -321,32 +316,13 @@ class StoreReader:
         """The length to print the ids of ``shown`` at: each unique among the last read's."""
         return ids.distinct_length(shown, self._ids_read())
 
-    def _skip(self, path: str, error: Any, strict: bool) -> None:
-        """Warn about (or, ``strict``, raise for) an invalid file found by a read."""
-        file = self.experiments_dir / path
-        if isinstance(error, str):  # already said where (another place than the tree)
-            if strict:
-                raise ValidationError(error, [])
-            warnings.warn(
-                f"skipped invalid experiment file {error}", InvalidExperimentWarning, stacklevel=4
-            )
-            return
-        if self.is_working_tree and self.source.vanished(file):
-            return  # deleted by another process since it was listed: no longer in the store
-        problem = error if isinstance(error, Problem) else problem_at(file, error)
-        if strict:
-            raise ValidationError(f"{file} is not a valid experiment", [problem])
-        warnings.warn(
-            f"skipped invalid experiment file {problem.format()}",
-            InvalidExperimentWarning,
-            stacklevel=4,
-        )
-
     def derivation(self, *, strict: bool = False) -> Derivation:
         """What is derived of every current experiment from all of them (outcome,
         interference, cumulative score and its interval, control): see
         :func:`kexp.core.campaign.derive`. ``of(record)`` answers for any record listed."""
         return self.found(strict=strict).derivation(self.settings)
+
+    # --- queries: the one pipeline ------------------------------------------------
 
     def _rows(self, filters: dict[str, Any], *, strict: bool,
               skips: tuple[bool, bool, bool] = (False, False, False),
@@ -372,32 +348,6 @@ class StoreReader:
             rows = reachable(rows, self.code_repo, str(reachable_from))
         return _Selected(rows, build_filters(text=text) if text is not None else None, derivation)
 
-    @collector_paused()  # an experiment a row, none in a cycle
-    def _brief(self, rows: Iterable[Row], of: Callable[[Row], Derived]) -> list[KernelExperiment]:
-        """Experiments (front-matter only, bodies empty) of rows, with what is derived of
-        each (``of``: :meth:`kexp.core.campaign.Derivation.of`)."""
-        settings, folder = self.settings, self.experiments_dir
-        return [attach(row.to_experiment(folder), settings, derived=of(row)) for row in rows]
-
-    def _complete(
-        self, rows: Sequence[Row], of: Callable[[Row], Derived], *, strict: bool = False
-    ) -> list[KernelExperiment]:
-        """The whole experiments (bodies read) of rows, with what is derived of each
-        (``of``); a file that became invalid since it was listed is skipped with a
-        warning."""
-        complete: list[KernelExperiment] = []
-        for row, checked in zip(rows, self.source.check_found(rows, self.settings), strict=True):
-            if not checked.ok:
-                first = next(p for p in sort_problems(checked.problems) if p.severity == "error")
-                self._skip(row.path, first, strict)
-                continue
-            exp = checked.experiment()
-            complete.append(
-                attach(exp, self.settings, path=self.experiments_dir / row.path,
-                       derived=of(row), where=row.sighting())
-            )  # fmt: skip
-        return complete
-
     def list_experiments(
         self, *, strict: bool = False, brief: bool = False, **filters: Any
     ) -> list[KernelExperiment]:
@@ -416,12 +366,12 @@ class StoreReader:
         chosen = chronological(selected.rows)
         derivation = selected.derivation
         if selected.text is not None:
-            complete = self._complete(chosen, derivation.of, strict=strict)
+            complete = whole_experiments(self, chosen, derivation.of, strict=strict)
             listed = [e for e in complete if matches(e, selected.text, self.settings)]
         elif brief:
-            listed = self._brief(chosen, derivation.of)
+            listed = brief_experiments(self, chosen, derivation.of)
         else:
-            listed = self._complete(chosen, derivation.of, strict=strict)
+            listed = whole_experiments(self, chosen, derivation.of, strict=strict)
         if not listed:
             self.note_unmatched(filters)
         return listed
@@ -479,7 +429,11 @@ class StoreReader:
             best, of = self._best(filters, skips, strict=strict, by=by, limit=limit)
             if not best:
                 self.note_unmatched(filters)
-            return self._brief(best, of) if brief else self._complete(best, of, strict=strict)
+            return (
+                brief_experiments(self, best, of)
+                if brief
+                else whole_experiments(self, best, of, strict=strict)
+            )
         rows, text, derivation = self._rows(filters, strict=strict, skips=skips)
         assert text is not None
         ranked = rank(rows, by=by, derivation=derivation)
@@ -488,7 +442,9 @@ class StoreReader:
         for start in range(0, len(ranked), step):
             if len(chosen) >= limit:
                 break
-            batch = self._complete(ranked[start : start + step], derivation.of, strict=strict)
+            batch = whole_experiments(
+                self, ranked[start : start + step], derivation.of, strict=strict
+            )
             chosen += [e for e in batch if matches(e, text, self.settings)]
         if not chosen:
             self.note_unmatched(filters)
@@ -532,7 +488,7 @@ class StoreReader:
         question = (by, limit, skips, build_filters(**filters)) if plain else None
         found, held = self._read(question, held_answer)
         for path, error in held.invalid if held else found.invalid:
-            self._skip(path, error, strict)
+            skip_invalid(self, path, error, strict)
         if held is not None:
             return held.rows, held.of
         rows, _, derivation = self._rows(filters, strict=strict, skips=skips, found=found)
@@ -555,6 +511,8 @@ class StoreReader:
             resolved["base_commit"] = base_commit_filter(self.code_repo, resolved["base_commit"])
         return resolved
 
+    # --- ids: which experiment an id names (kexp.storage.idlookup) -------------------
+
     def id_index(self, prefix: str = "") -> dict[str, list[Path]]:
         """Ids (starting with ``prefix``) → their files in the working tree (in path
         order), from the file names alone."""
@@ -567,25 +525,12 @@ class StoreReader:
 
     def resolve_id(self, id_or_prefix: str, *, found: Found | None = None) -> str:
         """The full id of the one experiment whose id starts with ``id_or_prefix`` (in any
-        place the store reads; among those ``found`` by a read, when given)."""
-        places = self.source.places
-        if places is None and found is None:
+        place the store reads; among those ``found`` by a read, when given): see
+        :func:`kexp.storage.idlookup.id_among`."""
+        if self.source.places is None and found is None:
             return self._find(id_or_prefix)[0]
         prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        found = found if found is not None else self.found()
-        where = ", ".join(places) if places else str(self.experiments_dir)
-        hint = ALL_REFS_IDS if places else f"{LIST_SHOWS} the ids"
-        try:
-            return ids.the_one(prefix, found.held_ids(), f"{where} ({hint})")
-        except ExperimentNotFoundError as error:
-            if places is None:
-                raise self.not_found_here(prefix, error) from None
-            gone = [(exp_id, by) for exp_id, by in found.removed if exp_id.startswith(prefix)]
-            if len(gone) != 1:
-                raise
-            from kexp.storage.refs import removed_message
-
-            raise ExperimentNotFoundError(removed_message(*gone[0], self)) from None
+        return id_among(self, prefix, found if found is not None else self.found())
 
     def not_found_here(self, id_or_prefix: str, error: KexpError) -> KexpError:
         """``error`` (no experiment ``id_or_prefix`` names where this store looked) saying,
@@ -599,44 +544,16 @@ class StoreReader:
     def resolve_references(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """``fields`` with id prefixes in ``pid`` and ``combines`` expanded to full ids
         (:class:`ExperimentNotFoundError` or :class:`AmbiguousIdError` for a prefix that
-        names no experiment or several)."""
-        resolved = dict(fields)
-        pid = resolved.get("pid")
-        if isinstance(pid, str) and pid.strip():
-            resolved["pid"] = self._find(pid.strip(), writing=True)[0]
-        combines = resolved.get("combines")
-        if isinstance(combines, list):
-            resolved["combines"] = [
-                self._find(c, writing=True)[0] if isinstance(c, str) and c.strip() else c
-                for c in combines
-            ]
-        return resolved
+        names no experiment or several): see :func:`kexp.storage.idlookup.resolve_references`."""
+        return resolve_references(self, fields, self._held_files)
 
     def _find(
         self, id_or_prefix: str, *, writing: bool = False, removing: bool = False
     ) -> tuple[str, Path]:
         """The full id and the file of the one experiment of the working tree (or the
-        revision) whose id starts with ``id_or_prefix``. ``writing`` (a write names it:
-        it must be in the working tree): one only on refs is an error saying where it is
-        and how to bring it in (:func:`kexp.storage.whereabouts.not_in_working_tree`; ``removing``:
-        for a removal, which one made here already answers)."""
-        held = self._held_files.get(id_or_prefix)
-        if held is not None and (self.experiments_dir / held).is_file():
-            return id_or_prefix, held
-        prefix = ids.check_prefix(id_or_prefix, self.settings.min_id_prefix)
-        index = self.id_index(prefix)
-        try:
-            exp_id = ids.the_one(prefix, index, f"{self.experiments_dir} ({LIST_SHOWS} the ids)")
-        except ExperimentNotFoundError as error:
-            if not writing:
-                raise self.not_found_here(prefix, error) from None
-            from kexp.storage.whereabouts import not_in_working_tree
-
-            raise not_in_working_tree(self, prefix, error, removing=removing) from None
-        paths = index[exp_id]
-        if len(paths) > 1:
-            raise used_twice(exp_id, [str(p) for p in paths], self.root)
-        return exp_id, paths[0]
+        revision) whose id starts with ``id_or_prefix``: see
+        :func:`kexp.storage.idlookup.find_file`."""
+        return find_file(self, id_or_prefix, self._held_files, writing=writing, removing=removing)
 
     @contextlib.contextmanager
     def holding(self, full_id: str) -> Iterator[None]:
@@ -656,8 +573,10 @@ class StoreReader:
     def path_of(self, exp_id: str, *, writing: bool = False, removing: bool = False) -> Path:
         """The file of the experiment with this id (or unique prefix); ``writing``: for
         a write, which must find it in the working tree, ``removing`` for a removal
-        (see :meth:`_find`)."""
+        (see :func:`kexp.storage.idlookup.find_file`)."""
         return self._find(exp_id, writing=writing, removing=removing)[1]
+
+    # --- one experiment ---------------------------------------------------------------
 
     def get_experiment(self, exp_id: str) -> KernelExperiment:
         """The experiment with this id or unique id prefix (≥ 4 characters); read across
@@ -676,7 +595,7 @@ class StoreReader:
                 raise ValidationError(f"{file} is not a valid experiment", [problem])
             if len(rows) > 1:
                 raise used_twice(full, [row.path for row in rows], self.root)
-            return self._complete(rows, found.derivation(self.settings).of, strict=True)[0]
+            return whole_experiments(self, rows, found.derivation(self.settings).of, strict=True)[0]
         path = self._find(exp_id)[1]
         checked = self.check_file(path)
         if not checked.ok:
@@ -692,24 +611,16 @@ class StoreReader:
         self, exp: KernelExperiment, *, controls: dict[str, dict[str, list[Row]]] | None = None
     ) -> Derived:
         """What the store derives of ``exp`` (as its file holds it): from the experiments
-        it depends on alone, read file by file (:meth:`_lineage`), when the store reads
-        no refs and they are few, and the control of its env (of ``controls``, the
-        store's as :func:`~kexp.core.campaign.env_controls` gives them, when the caller
-        read them: a write's read before it; else :meth:`control_rows`) when it is a
-        change that control may judge (:func:`kexp.core.campaign.may_meet_control`);
-        else from the whole store's derivation."""
+        it depends on alone, read file by file, when the store reads no refs and they are
+        few, and the control of its env (of ``controls``, the store's as
+        :func:`~kexp.core.campaign.env_controls` gives them, when the caller read them: a
+        write's read before it; else :meth:`control_rows`) when it is a change that
+        control may judge (:func:`kexp.storage.derivedof.derived_from_lineage`); else from
+        the whole store's derivation."""
         if self.source.places is None:
-            found: Derived | None = None
-            if stands_alone(exp):  # what is derived of it depends on no other experiment
-                found = derive([exp], self.settings).of(exp)
-            elif (lineage := self._lineage(exp)) is not None:
-                found = derive(lineage[0], self.settings, lineage[1]).of(exp)
-            if found is not None:  # a change: the control of its env may judge it
-                if not may_meet_control(found):
-                    return found
-                if controls is None:
-                    controls = env_controls(self.control_rows())
-                return judged_by_control(exp, found, controls, self.settings)
+            found = derived_from_lineage(self, exp, controls)
+            if found is not None:
+                return found
         with warnings.catch_warnings():  # the others' problems are not this read's
             warnings.simplefilter("ignore", InvalidExperimentWarning)
             return self.derivation().of(exp)
@@ -717,41 +628,6 @@ class StoreReader:
     def control_rows(self) -> list[Row]:
         """The rows of the store's controls (:func:`kexp.storage.controls.control_rows`)."""
         return control_rows(self)
-
-    def _lineage(self, exp: KernelExperiment) -> tuple[list[KernelExperiment], set[str]] | None:
-        """``exp`` and every experiment what is derived of it depends on (its ancestors
-        back to a reference measurement, and what they combine), each read from its file
-        as :meth:`get_experiment` reads one, and the ids among them whose file is invalid:
-        what :func:`derive` needs to give ``exp`` the values the whole store's derivation
-        gives it (tests/test_campaign.py holds the two equal). None past
-        :data:`LINEAGE_FILES` files or at an id several files hold: then the whole
-        store's derivation answers."""
-        records = [exp]
-        invalid: set[str] = set()
-        seen = {exp.id}
-        wanted = depends_on(exp)
-        while wanted:
-            exp_id = wanted.pop()
-            if exp_id in seen:
-                continue
-            seen.add(exp_id)
-            if not ids.is_valid_id(exp_id):
-                continue  # no file holds it: "not in the store"
-            if len(records) >= LINEAGE_FILES:
-                return None
-            paths = self.id_index(exp_id).get(exp_id, [])
-            if len(paths) > 1:
-                return None
-            if not paths:
-                continue
-            checked = self.check_file(paths[0])
-            if not checked.ok:
-                invalid.add(exp_id)  # no experiment of the store: "invalid"
-                continue
-            record = checked.experiment()
-            records.append(record)
-            wanted.extend(code_depends_on(record))
-        return records, invalid
 
     # --- git: the store at a revision, across refs, history, changes -------------------
 
@@ -838,14 +714,14 @@ class StoreReader:
             current = by_id[current.pid]
             seen.add(current.id)
             chain.append(current)
-        return self._complete(chain, derivation.of)
+        return whole_experiments(self, chain, derivation.of)
 
     def children(self, exp_id: str) -> list[KernelExperiment]:
         """The experiments whose ``pid`` is this experiment, oldest first."""
         found = self.found()
         full_id = self.resolve_id(exp_id, found=found)
         kids = [row for row in found.rows if row.pid == full_id]
-        return self._complete(chronological(kids), found.derivation(self.settings).of)
+        return whole_experiments(self, chronological(kids), found.derivation(self.settings).of)
 
     def descendants(self, exp_id: str) -> list[KernelExperiment]:
         """Children, grandchildren, ... of an experiment (breadth first)."""
@@ -861,7 +737,7 @@ class StoreReader:
                     seen.add(child.id)
                     chosen.append(child)
                     queue.append(child.id)
-        return self._complete(chosen, found.derivation(self.settings).of)
+        return whole_experiments(self, chosen, found.derivation(self.settings).of)
 
     # --- validation ------------------------------------------------------------------
 
