@@ -272,7 +272,10 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     try:
         store.get_experiment(exp_id)
     except ExperimentNotFoundError:
-        raise _not_found(exp_id) from None
+        # lazy: only where an id is not found
+        from kexp.storage.whereabouts import not_in_working_tree
+
+        raise not_in_working_tree(store, exp_id, _not_found(exp_id)) from None
     # read, check and write under the experiment's lock: no correction slips in between
     with store.editing(exp_id, names_others=bool({"pid", "combines"} & set(changes))):
         old = store.get_experiment(exp_id)

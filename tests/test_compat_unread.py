@@ -98,3 +98,19 @@ def test_an_id_only_a_fetched_branch_holds_is_none_with_where_it_is(
     missing = run_python(code.replace(ids[0], "0123456789abcdef"), b)
     assert missing.stdout.splitlines() == ["None"]
     assert len(warned(missing)) == 1
+
+
+def test_a_write_to_an_id_only_a_fetched_branch_holds_says_how_to_bring_it_in(
+    clones: tuple[Path, Path, list[str]],
+) -> None:
+    _, b, ids = clones
+    for call in (f"update_experiment({ids[0]!r}, tags=['x'])", f"delete_experiment({ids[0]!r})"):
+        code = (
+            "import kernel_exp_dataclass as k\n"
+            f"try:\n    k.{call}\nexcept KeyError as e:\n    print('KeyError', e.args[0])\n"
+        )
+        result = run_python(code, b)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"KeyError experiment {ids[0]} is on origin/kexp/agentA")
+        assert "git restore --source origin/kexp/agentA" in result.stdout, (call, result.stdout)
+    assert not list((b / "experiments").rglob(f"{ids[0]}-*.md"))  # nothing written
