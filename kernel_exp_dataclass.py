@@ -31,7 +31,9 @@ They act on kexp's default store (``$KEXP_ROOT``, else the nearest folder above 
 working directory holding ``experiments/``). With no store, reads return nothing and
 the first create makes one in the working directory, saying where. The predecessor's
 ``kernel_experiments_db.json`` in the working directory is not read: when the store
-lacks its records, the first call warns once, naming ``kexp import``. kexp validates
+lacks its records, the first call warns once, naming ``kexp import``. Where fetched
+branches hold experiments the working tree lacks, the first read warns once too, as
+``kexp context`` says it (``not read: ...``); the answers stay the predecessor's. kexp validates
 what the predecessor wrote blindly: an invalid score, a ``pid`` naming no experiment,
 deleting a parent are refused with an exception naming the field, and nothing written;
 so is a record written back that was read before a correction (its
@@ -205,9 +207,11 @@ def get_experiment(exp_id: str) -> KernelExperiment | None:
     store = _existing_store() if is_valid_id(exp_id) else None
     if store is None:
         return None
+    _warn_of_unread(store, "get_experiment()")
     try:
         return _handed_out(store.get_experiment(exp_id))
     except ExperimentNotFoundError:
+        _warn_of_elsewhere(store, exp_id)
         return None
 
 
@@ -216,6 +220,7 @@ def list_experiments(**filters: Any) -> list[KernelExperiment]:
     store = _existing_store()
     if store is None:
         return []
+    _warn_of_unread(store, "list_experiments()")
     return [_handed_out(exp) for exp in sorted(store.list_experiments(**filters), key=_id_of)]
 
 
@@ -234,6 +239,7 @@ def top_experiments(max_results: int = 20, **filters: Any) -> list[dict[str, Any
     limit = max(0, max_results)
     if store is None or limit == 0:
         return []
+    _warn_of_unread(store, "top_experiments()")
     every = sorted(store.list_experiments(brief=True, **filters), key=_id_of)
     every.sort(key=_over_the_original_code, reverse=True)  # stable: ties stay in id order
     return [_top_dict(exp) for exp in store.with_bodies(every[:limit])]
@@ -266,7 +272,10 @@ def update_experiment(exp_id: str, **changes: Any) -> KernelExperiment:
     try:
         store.get_experiment(exp_id)
     except ExperimentNotFoundError:
-        raise _not_found(exp_id) from None
+        # lazy: only where an id is not found
+        from kexp.storage.whereabouts import not_in_working_tree
+
+        raise not_in_working_tree(store, exp_id, _not_found(exp_id)) from None
     # read, check and write under the experiment's lock: no correction slips in between
     with store.editing(exp_id, names_others=bool({"pid", "combines"} & set(changes))):
         old = store.get_experiment(exp_id)
@@ -742,6 +751,57 @@ def _warn_of_predecessor_database(store: Store | None) -> None:
         KexpWarning,
         stacklevel=4,
     )
+
+
+#: Whether this process has looked for experiments fetched branches hold that its reads
+#: of the working tree do not see (once is enough).
+_checked_for_unread = False
+
+
+def _warn_of_unread(store: Store, call: str) -> None:
+    """Warn, once per process, when fetched branches hold experiment files this
+    checkout has not merged (a teammate's ``origin/kexp/alice``): this module reads the
+    working tree alone, as the predecessor read its one file, so its answer (``[]`` on a
+    fresh clone) lacks them; the line ``kexp context`` prints
+    (:func:`kexp.storage.unread.unread_fetched`: two git processes when no branch is
+    fetched)."""
+    global _checked_for_unread
+    if _checked_for_unread:
+        return
+    _checked_for_unread = True
+    # lazy: only the first read of a process asks git
+    from kexp.storage.unread import unread_fetched
+
+    unread = unread_fetched(store)
+    if unread is None:
+        return
+    warnings.warn(
+        f"kernel_exp_dataclass: {call} read this checkout's files alone; {unread} "
+        f"(from Python: kexp.Store({str(store.root)!r}, all_refs=True))",
+        KexpWarning,
+        stacklevel=3,
+    )
+
+
+def _warn_of_elsewhere(store: Store, exp_id: str) -> None:
+    """Warn when a branch holds the experiment ``exp_id`` the working tree lacks (a
+    teammate's, fetched), saying how to bring it in: the answer ``None`` is this
+    checkout's, not the team's (:func:`kexp.storage.whereabouts.elsewhere`, asked only
+    of an id not found)."""
+    # lazy: only where an id is not found
+    from kexp.storage.whereabouts import elsewhere
+
+    try:
+        found = elsewhere(store, exp_id)
+    except KexpError:
+        return
+    if found is not None:
+        warnings.warn(
+            f"kernel_exp_dataclass: get_experiment({exp_id!r}) is None in this checkout's "
+            f"files: experiment {exp_id} is {found}",
+            KexpWarning,
+            stacklevel=3,
+        )
 
 
 def _store_holding(exp_id: str) -> Store:

@@ -3,7 +3,8 @@ its driver when there is one, the kernel toolchain present (CUDA or ROCm, torch,
 triton), the CPU model and cores, the C compiler (``cc --version``), the OS and Python.
 
 The Python twin of ``kexp env`` is :func:`detect_env` (``.describe()`` gives the string
-kexp prefills ``env`` with; :func:`detected_env` the same, refusing an empty one).
+kexp prefills ``env`` with, each GPU named by its model as teams write it;
+:func:`detected_env` the same, refusing an empty one).
 Every probe is optional: a missing tool, a failing or slow command, or output kexp
 cannot read leaves that part out, and never raises. :func:`gpu_present` tells, without
 running anything, whether this machine has a GPU kernels can run on.
@@ -25,6 +26,7 @@ from typing import Any
 
 from kexp.core.advice import ENV
 from kexp.core.errors import KexpError
+from kexp.format.gpunames import model_name
 
 #: Seconds each probe command may take.
 PROBE_TIMEOUT_S = 10.0
@@ -60,9 +62,12 @@ class EnvInfo:
     def describe(self) -> str:
         """One line such as ``8x NVIDIA H200, driver 570.86.15, CUDA 12.8, torch 2.6.0,
         AMD EPYC 9654 (96 cores), gcc 12.2.0, Ubuntu 22.04.4 LTS, Python 3.11.9``: the
-        GPU and its toolchain first, then the host."""
+        GPU and its toolchain first, then the host. A GPU whose tool's name is not its
+        model's is named by its model (:func:`kexp.format.gpunames.model_name`:
+        ``NVIDIA H100 80GB HBM3`` is ``H100 SXM5 80GB``); ``gpus`` keeps the tool's."""
         parts: list[str] = []
-        counts = Counter(self.gpus)
+        # the model as teams write it (nvidia-smi's NVIDIA H100 80GB HBM3 is H100 SXM5 80GB)
+        counts = Counter(model_name(gpu) for gpu in self.gpus)
         parts.extend(f"{n}x {name}" if n > 1 else name for name, n in counts.items())
         if self.driver:
             parts.append(f"driver {self.driver}")

@@ -6,7 +6,9 @@ out of its campaign is warned of (:class:`~kexp.core.errors.EnvWarning`), the re
 written all the same: a root's empty one, as its empty operator_sig or dtype_sig (it
 belongs to no campaign; ``kexp validate`` warns of it too: ``campaign-missing``), one
 spelt otherwise than a recorded env (``h100 sxm cuda12.4`` beside ``H100 SXM, CUDA
-12.4``: a campaign of its own), and a
+12.4``: a campaign of its own), or naming its GPU as a tool prints it where the store
+names that GPU's model (nvidia-smi's ``NVIDIA H100 80GB HBM3`` beside ``H100 SXM5 80GB,
+CUDA 12.4``: :mod:`kexp.format.gpunames`), and a
 step measured on another machine than its parent and over its code (its cumulative
 score multiplies scores of two machines; ``kexp validate`` warns of it too:
 ``env-differs-from-parent``).
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CAMPAIGN_OPTIONS, CORRECT_FIELD
 from kexp.core.errors import EnvWarning, KexpError
+from kexp.format.gpunames import in_model_words, tool_names_in
 from kexp.format.rules import CAMPAIGN_FIELDS, campaign_missing, folded_env, listed
 
 if TYPE_CHECKING:
@@ -62,21 +65,14 @@ def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) ->
             f"({CAMPAIGN_OPTIONS}), or set them now: {first}"
         )
     if env and env not in envs:
-        near = sorted(e for e in envs if folded_env(e) == folded_env(env) and e.strip())
-        if near:
-            said.append(
-                f"experiment {exp.id}: env {env!r} is recorded nowhere else, but {near[0]!r} "
-                "is, spelt otherwise: kexp stats, tree and review count each a campaign of "
-                "its own; "
-                f"if it is that machine, write that spelling: {correct}"
-            )
+        said.extend(_spelt_otherwise(exp.id, env, envs, correct))
     if parents is not None and env != parents.strip() and exp.measured_against != "reference":
         pid = CORRECT_FIELD.say(id=exp.id, field="pid")
         # The parent's machine spelt otherwise (NVIDIA H100-SXM5 for H100 SXM5): say so
         # first, as writing its spelling is all there is to do then.
         spelt = (
             f", spelt otherwise: if it is that machine, write that spelling ({correct}); if not, "
-            if folded_env(env) == folded_env(parents)
+            if _folded(env) == _folded(parents)
             else ": "
         )
         said.append(
@@ -89,3 +85,43 @@ def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) ->
     for message in said:
         warnings.warn(message, EnvWarning, stacklevel=3)
     return said
+
+
+def _folded(env: str) -> str:
+    """``env`` as two spellings of one machine share it: its GPUs named by their models
+    (:func:`kexp.format.gpunames.in_model_words`), then :func:`folded_env`."""
+    return folded_env(in_model_words(env))
+
+
+def _spelt_otherwise(exp_id: str, env: str, envs: list[str], correct: str) -> list[str]:
+    """What to say of ``env``, recorded nowhere before, where ``envs`` (those recorded)
+    hold its machine spelt otherwise: the same env in other words (``h100 sxm cuda12.4``
+    for ``H100 SXM, CUDA 12.4``; ``NVIDIA H100 80GB HBM3, CUDA 12.4``, nvidia-smi's name,
+    for ``H100 SXM5 80GB, CUDA 12.4``), or, where ``env`` names its GPU as a tool prints
+    it, the envs that name that GPU's model (``NVIDIA H100 80GB HBM3`` beside ``H100 SXM5
+    80GB, CUDA 12.4``)."""
+    mine = _folded(env)
+    near = sorted(e for e in envs if e.strip() and _folded(e) == mine)
+    tools = tool_names_in(env)
+    named = "; ".join(f"{tool} names the {model} {name!r}" for name, model, tool in tools)
+    if near:
+        why = f" ({named})" if tools else ""
+        return [
+            f"experiment {exp_id}: env {env!r} is recorded nowhere else, but {near[0]!r} "
+            f"is, spelt otherwise{why}: kexp stats, tree and review count each a campaign "
+            f"of its own; if it is that machine, write that spelling: {correct}"
+        ]
+    models = {folded_env(model) for _, model, _ in tools}
+    naming = sorted(
+        {e for e in envs if e.strip() and any(m in _folded(e) for m in models)},
+        key=lambda e: (-envs.count(e), e),
+    )
+    if not naming:
+        return []
+    more = f" (and {len(naming) - 1} more env(s) naming it)" if len(naming) > 1 else ""
+    return [
+        f"experiment {exp_id}: env {env!r} names the GPU as a tool prints it ({named}); "
+        f"this store records that GPU as {naming[0]!r}{more}: kexp stats, tree and "
+        f"review count each env a campaign of its own; if it is that machine, write "
+        f"that spelling: {correct}"
+    ]
