@@ -101,3 +101,17 @@ def test_a_step_on_its_parents_machine_in_the_tools_words_is_said_spelt_otherwis
     assert done.returncode == 0, done.stderr
     (line,) = [s for s in done.stderr.splitlines() if "its parent" in s]
     assert f"on {TEAM!r}, spelt otherwise: if it is that machine, write that spelling" in line
+
+
+def test_validate_says_an_env_in_a_tools_words_is_spelt_otherwise(repo: Path) -> None:
+    """``kexp add`` said nvidia-smi's words spell the team's machine otherwise, and
+    ``kexp validate`` (the check a pull request runs) said nothing of the same file:
+    its fold of two spellings did not read a GPU named as the tool names it."""
+    run_kexp("init", cwd=repo)
+    add(repo, TEAM)
+    add(repo, TEAM)
+    exp, _ = add(repo, "NVIDIA H100 80GB HBM3, CUDA 12.4")
+    done = run_kexp("validate", cwd=repo)
+    said = done.stdout + done.stderr
+    (line,) = [s for s in said.splitlines() if "env-spelt-otherwise" in s]
+    assert exp in line and f"is {TEAM!r} spelt otherwise" in line, said

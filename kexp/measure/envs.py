@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CAMPAIGN_OPTIONS, CORRECT_FIELD
 from kexp.core.errors import EnvWarning, KexpError
-from kexp.format.gpunames import in_model_words, tool_names_in
+from kexp.format.gpunames import tool_names_in
 from kexp.format.rules import CAMPAIGN_FIELDS, campaign_missing, folded_env, listed
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) ->
         # first, as writing its spelling is all there is to do then.
         spelt = (
             f", spelt otherwise: if it is that machine, write that spelling ({correct}); if not, "
-            if _folded(env) == _folded(parents)
+            if folded_env(env) == folded_env(parents)
             else ": "
         )
         said.append(
@@ -87,12 +87,6 @@ def env_warnings(exp: KernelExperiment, envs: list[str], parents: str | None) ->
     return said
 
 
-def _folded(env: str) -> str:
-    """``env`` as two spellings of one machine share it: its GPUs named by their models
-    (:func:`kexp.format.gpunames.in_model_words`), then :func:`folded_env`."""
-    return folded_env(in_model_words(env))
-
-
 def _spelt_otherwise(exp_id: str, env: str, envs: list[str], correct: str) -> list[str]:
     """What to say of ``env``, recorded nowhere before, where ``envs`` (those recorded)
     hold its machine spelt otherwise: the same env in other words (``h100 sxm cuda12.4``
@@ -100,8 +94,8 @@ def _spelt_otherwise(exp_id: str, env: str, envs: list[str], correct: str) -> li
     for ``H100 SXM5 80GB, CUDA 12.4``), or, where ``env`` names its GPU as a tool prints
     it, the envs that name that GPU's model (``NVIDIA H100 80GB HBM3`` beside ``H100 SXM5
     80GB, CUDA 12.4``)."""
-    mine = _folded(env)
-    near = sorted(e for e in envs if e.strip() and _folded(e) == mine)
+    mine = folded_env(env)
+    near = sorted(e for e in envs if e.strip() and folded_env(e) == mine)
     tools = tool_names_in(env)
     named = "; ".join(f"{tool} names the {model} {name!r}" for name, model, tool in tools)
     if near:
@@ -113,7 +107,7 @@ def _spelt_otherwise(exp_id: str, env: str, envs: list[str], correct: str) -> li
         ]
     models = {folded_env(model) for _, model, _ in tools}
     naming = sorted(
-        {e for e in envs if e.strip() and any(m in _folded(e) for m in models)},
+        {e for e in envs if e.strip() and any(m in folded_env(e) for m in models)},
         key=lambda e: (-envs.count(e), e),
     )
     if not naming:
