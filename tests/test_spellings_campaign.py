@@ -108,3 +108,27 @@ def test_a_root_under_another_spelling_is_told_of_the_campaign_it_builds_on(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"have a campaign, best tip {ids[-1]}" in done.stderr, done.stderr
+
+
+def test_lessons_take_one_insight_of_one_campaign_together_whatever_its_spelling(
+    repo: Path, store: Store
+) -> None:
+    for who, summary in ((A, "BLOCK_N 256 - failed (spills)"), (B, "BLOCK_N 256 again - spills")):
+        add(repo, who, summary, 0, "--status", "failed", "--buggy", "--error", "ptxas: spill",
+            "--description", "**Key insight**: BLOCK_N 256 spills registers")  # fmt: skip
+    text = run_kexp("lessons", cwd=repo).stdout
+    assert "Key insight (2 lessons): BLOCK_N 256 spills registers" in text, text
+    assert "BLOCK_N 256 - failed" not in text, text  # the newest stands for both
+
+
+def test_a_filter_matching_several_envs_names_each_machine_once(
+    campaign: tuple[Path, list[str]],
+) -> None:
+    root, ids = campaign
+    other = add(root, {**A, "env": "MI300X ROCm 6.3"}, "Tiling on 6.3 - +8%", 1.08)
+    asked = ("context", "--operator", "gemm_fwd", "--env", "MI300X", "--text", "next step")
+    data = json.loads(run_kexp(*asked, "--json", cwd=root).stdout)
+    (note,) = data["context"]["several"]
+    named = {entry["value"]: entry["best"] for entry in note["matched"]}
+    assert named == {A["env"]: ids[-1], "MI300X ROCm 6.3": other}, note
+    assert note["text"].startswith("'MI300X' matches 2 envs"), note["text"]
