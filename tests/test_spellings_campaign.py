@@ -132,3 +132,14 @@ def test_a_filter_matching_several_envs_names_each_machine_once(
     named = {entry["value"]: entry["best"] for entry in note["matched"]}
     assert named == {A["env"]: ids[-1], "MI300X ROCm 6.3": other}, note
     assert note["text"].startswith("'MI300X' matches 2 envs"), note["text"]
+
+
+def test_the_report_has_one_operator_page_and_one_cell(
+    campaign: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    root, _ = campaign
+    done = run_kexp("report", "-o", str(tmp_path / "site"), cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert "on 1 operator(s)" in done.stderr, done.stderr
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "in 1 operator × dtype × env cell," in index, index

@@ -20,6 +20,7 @@ __all__ = [
     "DTYPE_PATTERN",
     "DTYPE_SPELLINGS",
     "campaign_key",
+    "campaign_names",
     "canonical",
     "spelled",
     "usual_spelling",
@@ -115,3 +116,20 @@ def usual_spelling(column: str, spellings: Iterable[str]) -> str:
         counts,
         key=lambda s: (-counts[s], s.lower() != canonical(column, s), s),
     )
+
+
+def campaign_names(records: Iterable[Any]) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """Each campaign of ``records`` (:func:`campaign_key`) -> the name it is shown by:
+    each column's spelling most written among its records (:func:`usual_spelling`)."""
+    spellings: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    for record in records:
+        operator, dtype, env = (str(getattr(record, c, "") or "").strip() for c in CAMPAIGN_COLUMNS)
+        spellings.setdefault(campaign_key(record), []).append((operator, dtype, env))
+    names: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+    for key, found in spellings.items():
+        operator, dtype, env = (
+            usual_spelling(column, (spelt[at] for spelt in found))
+            for at, column in enumerate(CAMPAIGN_COLUMNS)
+        )
+        names[key] = (operator, dtype, env)
+    return names
