@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -90,16 +90,31 @@ def canonical(column: str, value: object) -> str:
     return spelled(column, value if isinstance(value, str) else str(value or ""))
 
 
+#: Each campaign's values as recorded -> its key (:func:`campaign_key`): a store's
+#: rows repeat a few of them, each made once (emptied past :data:`_KEPT_KEYS`).
+_KEYS: dict[tuple[Any, Any, Any], tuple[str, str, str]] = {}
+_KEPT_KEYS = 1 << 16
+
+
 def campaign_key(record: Any) -> tuple[str, str, str]:
     """The campaign of ``record`` (anything with ``operator_sig``, ``dtype_sig`` and
-    ``env``, or a mapping of them): the three in kexp's spelling (:func:`spelled`), so
+    ``env``, or a dict of them): the three in kexp's spelling (:func:`spelled`), so
     that ``bf16`` and ``torch.bfloat16`` of one kernel on one machine are one campaign."""
-    if isinstance(record, Mapping):
-        values = [record.get(column) for column in CAMPAIGN_COLUMNS]
+    if isinstance(record, dict):
+        values = (record.get("operator_sig"), record.get("dtype_sig"), record.get("env"))
     else:
-        values = [getattr(record, column, "") for column in CAMPAIGN_COLUMNS]
-    operator, dtype, env = (canonical(c, v) for c, v in zip(CAMPAIGN_COLUMNS, values, strict=True))
-    return operator, dtype, env
+        values = (record.operator_sig, record.dtype_sig, record.env)
+    key = _KEYS.get(values)
+    if key is None:
+        if len(_KEYS) >= _KEPT_KEYS:
+            _KEYS.clear()
+        operator, dtype, env = values
+        key = _KEYS[values] = (
+            canonical("operator_sig", operator),
+            canonical("dtype_sig", dtype),
+            canonical("env", env),
+        )
+    return key
 
 
 def usual_spelling(column: str, spellings: Iterable[str]) -> str:
