@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import CORRECT_FIELD
 from kexp.core.outcome import NOTHING_MEASURED
+from kexp.core.spelling import canonical
 from kexp.core.suspicion import folded
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.storage.doctext import score_interval
@@ -108,7 +109,7 @@ def crossed_machines(chain: list[Row], derived: Derived) -> dict[str, Any] | Non
     crossings = [
         (parent, step)
         for parent, step in itertools.pairwise(multiplied)
-        if step.env.strip() != parent.env.strip()
+        if canonical("env", step.env) != canonical("env", parent.env)  # not spelt otherwise
     ]
     if not crossings:
         return None

@@ -26,6 +26,7 @@ from kexp.core.outcome import (
     shown_score,
 )
 from kexp.core.settings import DEFAULT_SETTINGS
+from kexp.core.spelling import campaign_key
 from kexp.format.fileformat import error_line, key_insight
 
 if TYPE_CHECKING:
@@ -71,8 +72,9 @@ class Lesson:
 
     @property
     def campaign(self) -> tuple[str, str, str]:
-        """Its campaign: (operator, dtype, env)."""
-        return (self.operator_sig, self.dtype_sig, self.env)
+        """Its campaign: (operator, dtype, env) in kexp's spelling (:func:`campaign_key`:
+        ``bf16`` and ``torch.bfloat16`` are one)."""
+        return campaign_key(self)
 
     @property
     def shown_score(self) -> float | None:

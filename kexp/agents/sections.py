@@ -13,6 +13,7 @@ from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import ASK_ONE_ENV, CORRECT_FIELD, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
+from kexp.core.spelling import canonical, usual_spelling
 from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
 
@@ -235,6 +236,18 @@ def _one_spelling(values: list[tuple[str, str, int]], column: str) -> list[tuple
     return kept
 
 
+def _one_campaign(values: list[tuple[str, str, int]], column: str) -> list[tuple[str, str, int]]:
+    """``values`` (:func:`kexp.storage.operators.distinct`'s) of one campaign in kexp's
+    spelling as one, by it: (its spelling, the one most written, how many experiments)."""
+    groups: dict[str, list[tuple[str, str, int]]] = {}
+    for item in values:
+        groups.setdefault(canonical(column, item[0]), []).append(item)
+    return [
+        (key, max(found, key=lambda item: item[2])[1], sum(item[2] for item in found))
+        for key, found in sorted(groups.items())
+    ]
+
+
 #: How many ids of experiments spelt otherwise a note names.
 NAMED_IDS = 3
 
@@ -246,8 +259,8 @@ def spelt_as_one(
 ) -> list[str]:
     """For each filter (its column: the values it read, as
     :func:`kexp.storage.operators.matching` gives them) that read two spellings of one
-    value as one (``bf16`` and ``bfloat16``), which stats, tree and review count apart: a
-    line naming them, and how to make them one on those of ``rows`` spelt otherwise."""
+    value as one (``bf16`` and ``bfloat16``: one campaign, as every read keys it): a line
+    naming them, and how to write them one way on those of ``rows`` spelt otherwise."""
     notes = []
     for column, found in filters.items():
         groups: dict[str, list[tuple[str, str, int]]] = {}
@@ -269,8 +282,8 @@ def spelt_as_one(
             more = f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else ""
             notes.append(
                 f"{name} {kept[1]!r} read as one with {named} (one {name} in kexp's "
-                "spelling), which kexp stats, tree and review count as campaigns of their "
-                f"own: to make them one, write VALUE {kept[1]!r} on the {len(ids)} spelt "
+                "spelling: one campaign in every read); to write it one way (as grep and "
+                f"the files read it), write VALUE {kept[1]!r} on the {len(ids)} spelt "
                 f"otherwise ({listed}{more}): "
                 f"{CORRECT_FIELD.say(id=short(ids[0]), field=column)}"
             )
@@ -280,9 +293,12 @@ def spelt_as_one(
 def several_envs(rows: Sequence[Row], env: str | None) -> str | None:
     """What a packet asked for with no ``env`` says of an operator measured (``rows``)
     on several: its best and its A/A are each one env's, and how to ask for one."""
-    envs = sorted({row.env.strip() for row in rows})
-    if env or len(envs) < 2:
+    spellings: dict[str, list[str]] = {}  # one machine spelt otherwise is one env
+    for row in rows:
+        spellings.setdefault(canonical("env", row.env), []).append(row.env.strip())
+    if env or len(spellings) < 2:
         return None
+    envs = sorted(usual_spelling("env", found) for found in spellings.values())
     named = "; ".join(repr(e) for e in envs[:4]) + ("; ..." if len(envs) > 4 else "")
     return (
         f"Measured on {len(envs)} envs ({named}): each is a campaign of its own, "
@@ -314,9 +330,9 @@ def several_matched(
             continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         said: list[str] = []
         matched: list[dict[str, Any]] = []
-        for key, shown, count in sorted(found, key=lambda item: item[0]):
+        for key, shown, count in _one_campaign(found, column):
             best, _ = believed_best(
-                [d for d in measured if getattr(d, column).lower() == key],
+                [d for d in measured if canonical(column, getattr(d, column)) == key],
                 derivation=derivation,
                 settings=settings,
             )
@@ -336,9 +352,10 @@ def several_matched(
                     else f"best {score:.4f}x {short(best.id)}"
                 )
                 said.append(f"{cut(shown)!r} ({mine})")
-        more = f" and {len(found) - NAMED_VALUES} more" if len(found) > NAMED_VALUES else ""
+        values = len(matched)
+        more = f" and {values - NAMED_VALUES} more" if values > NAMED_VALUES else ""
         text = (
-            f"{value!r} matches {len(found)} {name}s: {'; '.join(said)}{more}. Each is a "
+            f"{value!r} matches {values} {name}s: {'; '.join(said)}{more}. Each is a "
             f"campaign of its own: the current best below is the best of them all, and "
             f"each line names its {name}; {NARROW_FILTER}."
         )

@@ -98,6 +98,7 @@ from kexp.core.outcome import (
     within_drift,
 )
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.core.spelling import canonical
 from kexp.core.suspicion import findings
 
 
@@ -503,7 +504,8 @@ _CHANGES = frozenset({"improvement", "regression"})
 def env_controls(records: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
     """The measured (not pending, not buggy) controls of each env and timer
     (:func:`kexp.core.outcome.timer_of`; "" unknown) among ``records``, newest first:
-    env -> timer -> records. One pass; the env is the recorded string."""
+    env -> timer -> records. One pass; the env in kexp's spelling (:func:`canonical`:
+    ``MI300X ROCm-6.2`` is the machine of ``MI300X ROCm 6.2``)."""
     found: dict[str, dict[str, list[Any]]] = {}
     for record in records:
         tags = record.tags
@@ -511,7 +513,7 @@ def env_controls(records: Iterable[Any]) -> dict[str, dict[str, list[Any]]]:
             continue
         if record.status in PENDING_STATUSES or record.is_buggy:
             continue
-        timers = found.setdefault(getattr(record, "env", ""), {})
+        timers = found.setdefault(canonical("env", getattr(record, "env", "")), {})
         timers.setdefault(timer_of(record), []).append(record)
     for timers in found.values():
         for listed in timers.values():
@@ -527,7 +529,9 @@ def control_for(
     """The controls that judge ``record`` (:func:`env_controls`): the ``window`` newest
     of its env timed by the same timer or an unknown one (when its own timer is unknown,
     those of the timer whose control is the env's newest)."""
-    timers = controls.get(getattr(record, "env", ""))
+    if not controls:
+        return None
+    timers = controls.get(canonical("env", getattr(record, "env", "")))
     if not timers:
         return None
     timer = timer_of(record)

@@ -21,6 +21,7 @@ from typing import Any
 from kexp.core.model import ALL_FIELDS
 from kexp.core.outcome import UNMEASURED_OUTCOMES, judge
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.core.spelling import canonical
 from kexp.format.suspect import suspect_fields
 
 #: File names of experiments: ``<id>-<anything>.md`` (or ``<id>.md``). The slug is
@@ -247,6 +248,15 @@ _KEPT = re.compile(r"(\+|(?<=[^\W_])-(?![^\W_]))")
 
 #: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100``), at the start of a part.
 _VENDOR = re.compile(r"(^|[,:/(])\s*(?:nvidia|amd instinct|amd)\s+")
+
+
+def spelt_otherwise_effect(env: str, other: str) -> str:
+    """What recording ``env``, ``other`` spelt otherwise (:func:`folded_env`), does: one
+    campaign to every read when kexp's spelling makes them one (``MI300X ROCm-6.2``:
+    :func:`kexp.core.spelling.campaign_key`), else a campaign of its own."""
+    if canonical("env", env) == canonical("env", other):
+        return "kexp reads both as one campaign, but grep and the files see two spellings"
+    return "kexp stats, tree and review count each a campaign of its own"
 
 
 def folded_env(env: str) -> str:

@@ -16,7 +16,7 @@ from kexp.core.advice import LIST_SHOWS, RE_ID
 from kexp.core.collector import collector_paused
 from kexp.core.problems import Problem, Severity
 from kexp.format.filelinks import FileLinks
-from kexp.format.rules import folded_env, id_from_name
+from kexp.format.rules import folded_env, id_from_name, spelt_otherwise_effect
 from kexp.format.validate import CheckedFile, read_and_check
 
 
@@ -203,7 +203,7 @@ def _spelling_findings(items: Sequence[FileLinks]) -> list[Finding]:
     """The ``env-spelt-otherwise`` warning of each item whose env is another spelling
     (case, punctuation and spaces aside: :func:`folded_env`) of an env the items write
     more often (the first written, among as many): a campaign of its own to stats, tree
-    and review."""
+    and review, or one they write two ways (:func:`spelt_otherwise_effect`)."""
     spellings: dict[str, Counter[str]] = {}
     for item in items:
         if item.env and item.env.strip():
@@ -220,8 +220,8 @@ def _spelling_findings(items: Sequence[FileLinks]) -> list[Finding]:
                     ("env",),
                     "env-spelt-otherwise",
                     "env",
-                    f"env {env!r} is {spelt!r} spelt otherwise: kexp stats, tree and review "
-                    "count each a campaign of its own",
+                    f"env {env!r} is {spelt!r} spelt otherwise: "
+                    + spelt_otherwise_effect(env, spelt),
                     f"if it is that machine, write env: {spelt!r}",
                     "warning",
                 )

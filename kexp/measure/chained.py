@@ -31,6 +31,7 @@ from kexp.core.errors import RootWarning
 from kexp.core.model import KernelExperiment
 from kexp.core.outcome import PENDING_STATUSES, is_control, judge
 from kexp.core.settings import Settings
+from kexp.core.spelling import campaign_key
 from kexp.core.suspicion import UNIT_TO_US
 from kexp.storage.store import Store
 
@@ -70,11 +71,11 @@ def chained_root(
     """:func:`chained_to` of ``exp``'s timings among the other experiments of its
     kernel, dtype and env in ``store`` (of ``rows``, when the caller read them): the one
     whose candidate its baseline timed."""
-    key = (exp.operator_sig, exp.dtype_sig, exp.env)
+    key = campaign_key(exp)  # in any spelling: torch.bfloat16 is bf16
     same = [
         row
         for row in (store.found().rows if rows is None else rows)
-        if (row.operator_sig, row.dtype_sig, row.env) == key and row.id != exp.id
+        if campaign_key(row) == key and row.id != exp.id
     ]
     return chained_to(exp.results, same, store.settings)
 

@@ -7,6 +7,7 @@ newest, ``Settings.control_drift_window``) are judged by their own numbers again
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.campaign import (
@@ -16,6 +17,7 @@ from kexp.core.campaign import (
     may_meet_control,
 )
 from kexp.core.outcome import floor_reach, judged_over_parent, within_drift
+from kexp.core.spelling import canonical
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -35,7 +37,7 @@ def turned_marginal(
     (:func:`kexp.core.campaign.env_controls`): a step they found within their drift
     already is not named."""
     found = store.found()
-    rows = [row for row in found.rows if row.env == control.env and row.id != control.id]
+    rows = _on_its_env(found.rows, control)
     if not rows:
         return None
     derivation = derive_for(found.rows, rows, store.settings)
@@ -77,7 +79,7 @@ def turned_back(
     (:func:`kexp.core.campaign.env_controls`): a step they judged ``marginal`` by their
     drift that the newest controls, ``control`` among them, no longer do."""
     found = store.found()
-    rows = [row for row in found.rows if row.env == control.env and row.id != control.id]
+    rows = _on_its_env(found.rows, control)
     if not rows:
         return None
     derivation = derive_for(found.rows, rows, store.settings)
@@ -119,3 +121,9 @@ def control_notes(
     :func:`turned_marginal` and :func:`turned_back`, those that say something."""
     said = (turned_marginal(store, control, before), turned_back(store, control, before))
     return [note for note in said if note is not None]
+
+
+def _on_its_env(rows: Sequence[Any], control: KernelExperiment) -> list[Any]:
+    """The ``rows`` but ``control`` recorded on its env, in any spelling (:func:`canonical`)."""
+    env = canonical("env", control.env)
+    return [row for row in rows if canonical("env", row.env) == env and row.id != control.id]

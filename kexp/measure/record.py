@@ -70,6 +70,7 @@ from kexp.core.outcome import (
     measured_nothing,
 )
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
+from kexp.core.spelling import campaign_key
 from kexp.format.rules import missing_measured_against
 from kexp.format.suspect import SUSPECT_LABEL, suspect_reasons
 from kexp.measure.chained import chained_root, warn_if_chained
@@ -512,7 +513,7 @@ def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
     found = store.found()
     envs = sorted({row.env for row in found.rows}) if env else []
     controls = env_controls(found.rows)
-    key = (str(data.get("operator_sig") or ""), str(data.get("dtype_sig") or ""), env)
+    key = campaign_key({**data, "env": env})
     tip = lineage_tip(found, key, store.settings) if root else None
     return BeforeWrite(envs, tip, controls, True, found.rows)
 
@@ -520,10 +521,11 @@ def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
 def lineage_tip(found: Found, key: tuple[str, str, str], settings: Settings) -> (
     tuple[Row, float | None] | None
 ):  # fmt: skip
-    """The best tip of the campaign ``key`` (kernel, dtype, env) among ``found``'s rows
-    and its cumulative score, when it is a step on a parent (the campaign is a lineage);
-    None otherwise. What is derived is derived only where a lineage may be."""
-    rows = [row for row in found.rows if (row.operator_sig, row.dtype_sig, row.env) == key]
+    """The best tip of the campaign ``key`` (kernel, dtype, env: :func:`campaign_key`,
+    any spelling) among ``found``'s rows and its cumulative score, when it is a step on a
+    parent (the campaign is a lineage); None otherwise. What is derived is derived only
+    where a lineage may be."""
+    rows = [row for row in found.rows if campaign_key(row) == key]
     if not any(row.pid for row in rows):
         return None  # roots side by side are tries of their own
     from kexp.storage.query import best_tip

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
 #: The cache's layout; part of its header (and so of its file name). 7: the code keys
 #: and shingles of the docs are taken without comments (kexp.storage.dedupe). 8: the
-#: FTS table's numbers column (kexp.storage.doctext.fts_phrase).
-LAYOUT = "kexp-cache/8"
+#: FTS table's numbers column (kexp.storage.doctext.fts_phrase). 9: an answer kept holds
+#: what is derived with an env's A/A controls keyed in kexp's spelling
+#: (kexp.core.spelling.campaign_key: a control on ROCm-6.2 judges the steps on ROCm 6.2).
+LAYOUT = "kexp-cache/9"
 
 
 _SCHEMA = (

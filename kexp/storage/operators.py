@@ -18,11 +18,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kexp.core.spelling import DTYPE_SPELLINGS, spelled
+
 if TYPE_CHECKING:
     from kexp.storage.rows import Row
 
 __all__ = [
     "COLUMNS",
+    "DTYPE_SPELLINGS",
     "closest",
     "closest_operators",
     "distinct",
@@ -41,65 +44,15 @@ __all__ = [
 #: How many of the closest operators a read's note names.
 NAMED = 3
 
-#: The usual spellings of a dtype (PyTorch's, NumPy's, Triton's, with or without their
-#: ``torch.``/``np.``/``tl.`` prefix), each read as the short name kexp records. ``fp8``
-#: is e4m3 (the fp8 of inference and forward passes); e5m2 is a dtype of its own,
-#: ``fp8e5m2``, never read by ``fp8``.
-DTYPE_SPELLINGS: dict[str, tuple[str, ...]] = {
-    "bf16": ("bfloat16",),
-    "fp16": ("float16", "half"),
-    "fp32": ("float32", "float"),
-    "fp64": ("float64", "double"),
-    "fp8": (
-        "float8_e4m3fn",
-        "float8_e4m3fnuz",
-        "float8_e4m3",
-        "float8e4nv",
-        "fp8e4m3",
-        "fp8_e4m3",
-        "fp8-e4m3",
-        "e4m3",
-    ),
-    "fp8e5m2": ("float8_e5m2", "float8_e5m2fnuz", "float8e5", "fp8_e5m2", "fp8-e5m2", "e5m2"),
-}
-_DTYPE_NAME = {name: short for short, names in DTYPE_SPELLINGS.items() for name in names}
-_DTYPE = re.compile(
-    r"(?<![\w.])(?<![a-z0-9][-_])(?:(?:torch|tl|np|numpy)\.)?("
-    + "|".join(sorted(map(re.escape, _DTYPE_NAME), key=len, reverse=True))
-    + r")(?!\w)(?!-[a-z0-9])"
-)
 #: A dtype's name, whole: no letter or digit beside it, nor ``-`` or ``_`` joining one to
 #: it (``fp8`` is no name of ``fp8e5m2`` nor of ``fp8-e5m2``; it is one of ``bf16->fp8``).
 _WHOLE = r"(?<![a-z0-9])(?<![a-z0-9][-_]){}(?![a-z0-9])(?![-_][a-z0-9])"
-#: In an env, a ``-`` or ``_`` between two letters or digits: a space (``H100-SXM5``);
-#: one that ends a word or stands beside a symbol is kept (``xnack-`` is not ``xnack+``).
-_JOINING = re.compile(r"(?<=[a-z0-9])[-_](?=[a-z0-9])")
-#: A vendor's name before a GPU's (nvidia-smi's ``NVIDIA H100 ...``, rocm-smi's ``AMD
-#: Instinct MI300X``), at the start of a part of an env.
-_VENDOR = re.compile(r"(^|[,:/(])(?:nvidia|amd instinct|amd)\s+")
 
 
 def trigrams(text: str) -> set[str]:
     """The runs of three letters or digits of ``text``, lowercased, words joined by a space."""
     joined = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
     return {joined[at : at + 3] for at in range(len(joined) - 2)}
-
-
-@functools.lru_cache(maxsize=4096)
-def spelled(column: str, value: str) -> str:
-    """``value`` of ``column`` in kexp's spelling, lowercased, runs of whitespace one
-    space and none around ``,`` ``:`` ``/`` ``->`` (``kernels/a.py:f`` is
-    ``kernels/a.py: f``); a dtype's usual names its short one (:data:`DTYPE_SPELLINGS`:
-    ``torch.bfloat16`` is ``bf16``); in an env, a ``-`` or ``_`` between two letters or
-    digits a space (never one that ends a word: ``xnack-`` stays) and a vendor's name
-    before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
-    text = value.lower()
-    if column == "env":
-        text = _JOINING.sub(" ", text)
-    elif column == "dtype_sig":
-        text = _DTYPE.sub(lambda found: _DTYPE_NAME[found.group(1)], text)
-    text = re.sub(r" ?(,|:|/|->) ?", r"\1", re.sub(r"\s+", " ", text).strip())
-    return _VENDOR.sub(r"\1", text) if column == "env" else text
 
 
 @functools.lru_cache(maxsize=65536)  # a filter over every row: their values repeat

@@ -1,7 +1,8 @@
 """Store statistics: counts per operator and outcome, and the best cumulative score (the
 speedup over the operator's reference, :mod:`kexp.core.campaign`) per campaign (operator,
 data type and env: one kernel's best on each machine, as ``kexp review`` and ``kexp
-context`` tell campaigns apart) with the experiment that holds it: the best tip whose
+context`` tell campaigns apart; in any spelling, :func:`kexp.core.spelling.campaign_key`,
+named by the one most written) with the experiment that holds it: the best tip whose
 measurement is believable, as ``kexp review`` and ``kexp context`` name the current best
 (:func:`kexp.storage.query.believable_best`), the suspect tips above it beside it.
 
@@ -11,10 +12,11 @@ The Python twin of ``kexp stats`` is :func:`stats`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.model import OUTCOMES, KernelExperiment
+from kexp.core.spelling import campaign_key, usual_spelling
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.query import believed_best
 
@@ -85,18 +87,22 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
     """Statistics of ``experiments`` (operators sorted by name)."""
     items = list(experiments)
     by_outcome = _zero()
-    by_operator: dict[str, dict[str, int]] = {}
+    by_operator: dict[str, dict[str, int]] = {}  # by kexp's spelling of the operator
     groups: dict[tuple[str, str, str], list[KernelExperiment]] = {}
     for exp in items:
         # A control's outcome is control: the noise floor (never ranked, never a lesson).
         outcome = exp.outcome
-        counts = by_operator.setdefault(exp.operator_sig, _zero())
+        key = campaign_key(exp)
+        counts = by_operator.setdefault(key[0], _zero())
         for bucket in (counts, by_outcome):
             bucket[outcome] += 1
             bucket["total"] += 1
-        groups.setdefault((exp.operator_sig, exp.dtype_sig, exp.env), []).append(exp)
+        groups.setdefault(key, []).append(exp)
+    operators = _names(items, "operator_sig", lambda exp: campaign_key(exp)[0])
     best: list[Best] = []
-    for (operator, dtype, env), members in groups.items():
+    for key, members in groups.items():
+        operator = operators[key[0]]
+        dtype, env = (usual_spelling(c, (getattr(m, c).strip() for m in members)) for c in _REST)
         top, above = believed_best(members, settings=members[0].settings)
         if top is None and above:  # every step that improved is suspect: the best, said so
             top, above = above[0][0], above[1:]
@@ -129,9 +135,24 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
     return Stats(
         total=len(items),
         by_outcome=by_outcome,
-        by_operator=dict(sorted(by_operator.items())),
+        by_operator=dict(sorted((operators[key], counts) for key, counts in by_operator.items())),
         best=best,
     )
+
+
+#: The columns of a campaign named by its members alone (the operator by all of its).
+_REST = ("dtype_sig", "env")
+
+
+def _names(
+    items: Iterable[KernelExperiment], column: str, key: Callable[[KernelExperiment], str]
+) -> dict[str, str]:
+    """Each ``key`` of ``items`` -> the name it is shown by: the spelling of ``column``
+    most written among the items of that key (:func:`usual_spelling`)."""
+    spellings: dict[str, list[str]] = {}
+    for exp in items:
+        spellings.setdefault(key(exp), []).append(getattr(exp, column).strip())
+    return {name: usual_spelling(column, found) for name, found in spellings.items()}
 
 
 def stats(store: Store, **filters: Any) -> Stats:

@@ -12,6 +12,7 @@ import click
 
 from kexp.cli.commands.common import SUSPECT_LABEL, ref_labels, suspect_reasons
 from kexp.cli.commands.terminal import one_line, truncate
+from kexp.core.spelling import canonical
 from kexp.output.treerows import step_score
 
 if TYPE_CHECKING:
@@ -131,15 +132,18 @@ def _print_node(
     (no recursion: a lineage may be thousands of iterations deep). An only child, the
     next step of a chain, is printed under its parent at its indent, without a branch:
     a campaign's twelve steps stay in one column at 80 columns."""
+    # each node with its parent's env in kexp's spelling (None: a root)
     stack: list[tuple[TreeNode, str, str, str | None]] = [(root, lead, child_lead, None)]
     while stack:
         node, lead, child_lead, parents = stack.pop()
         env = node.experiment.env.strip()
-        moved = env if parents is not None and env != parents else None
+        # Another machine, not the parent's spelt otherwise (MI300X ROCm-6.2 is ROCm 6.2).
+        mine = canonical("env", env)
+        moved = env if parents is not None and mine != parents else None
         where = refs.of_id.get(node.experiment.id)
         _print_line(node, lead, layout, style, focus, id_length, where, moved)
         if len(node.children) == 1:
-            stack.append((node.children[0], child_lead, child_lead, env))
+            stack.append((node.children[0], child_lead, child_lead, mine))
             continue
         last = len(node.children) - 1
         for index, child in reversed(list(enumerate(node.children))):
@@ -148,7 +152,7 @@ def _print_node(
                     child,
                     child_lead + ("└── " if index == last else "├── "),
                     child_lead + ("    " if index == last else "│   "),
-                    env,
+                    mine,
                 )
             )
 

@@ -25,6 +25,7 @@ from kexp.agents.lessons import LESSON_GROUPS, speedup_over_parent
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.core.outcome import NOTHING_MEASURED
+from kexp.core.spelling import campaign_key, campaign_names, canonical, usual_spelling
 from kexp.format.samples import describe_score
 from kexp.output.html import svg
 from kexp.output.html.markup import (
@@ -163,12 +164,17 @@ class Site:
     def __post_init__(self) -> None:
         self.by_id = {exp.id: exp for exp in self.experiments}
         self.children = {}
-        self.operators = {}
+        by_key: dict[str, list[KernelExperiment]] = {}  # one operator, any spelling
         for exp in self.experiments:
             if exp.pid and exp.pid in self.by_id and exp.pid != exp.id:
                 self.children.setdefault(exp.pid, []).append(exp)
-            self.operators.setdefault(exp.operator_sig, []).append(exp)
-        self.operators = dict(sorted(self.operators.items()))
+            by_key.setdefault(canonical("operator_sig", exp.operator_sig), []).append(exp)
+        self.operators = dict(
+            sorted(
+                (usual_spelling("operator_sig", (e.operator_sig.strip() for e in found)), found)
+                for found in by_key.values()
+            )
+        )
         self.slugs = {op: operator_slug(op) for op in self.operators}
 
     def experiment_link(self, exp_id: str, root: str, label: str | None = None) -> str:
@@ -257,11 +263,16 @@ class CellSummary:
 
 
 def cells_of(experiments: Iterable[KernelExperiment]) -> list[CellSummary]:
-    """The experiments grouped by operator × dtype × env, sorted by those three."""
+    """The experiments grouped by operator × dtype × env (one campaign, any spelling:
+    :func:`campaign_key`), each named by its spelling most written, sorted by name."""
     groups: dict[tuple[str, str, str], list[KernelExperiment]] = {}
     for exp in experiments:
-        groups.setdefault((exp.operator_sig, exp.dtype_sig, exp.env), []).append(exp)
-    return [CellSummary(*key, members) for key, members in sorted(groups.items())]
+        groups.setdefault(campaign_key(exp), []).append(exp)
+    names = campaign_names(exp for members in groups.values() for exp in members)
+    return sorted(
+        (CellSummary(*names[key], members) for key, members in groups.items()),
+        key=lambda cell: (cell.operator, cell.dtype, cell.env),
+    )
 
 
 def counted_as(exp: KernelExperiment) -> str:
@@ -577,6 +588,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     members = site.operators[operator]
     counts = outcome_counts(members)
     cells = cells_of(members)
+    names = campaign_names(members)
     # A best is one campaign's (operator × dtype × env), as the frontier keeps it.
     bests = [best for cell in cells if (best := cell.best) is not None]
     forest = build_forest(members)
@@ -592,7 +604,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
             exp.outcome,
             _plotted(exp),
             exp.cumulative_ci if exp.derived.ranked else None,
-            (exp.dtype_sig, exp.env),
+            names[campaign_key(exp)][1:],
         )
         for exp in members
     ]
@@ -674,7 +686,7 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
                 + ("  [dead end]" if node.dead_end else "")
             ),
             best_paths=paths,
-            path_colours=[series[best.dtype_sig, best.env] for best in bests],
+            path_colours=[series[names[campaign_key(best)][1:]] for best in bests],
         ),
         "</div>",
     ]
