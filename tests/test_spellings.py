@@ -117,8 +117,11 @@ def test_an_env_with_dashes_or_the_vendor_reads_it_and_another_gpu_name_gets_a_h
     for env in ("H100-SXM5", "NVIDIA H100 SXM5", "h100_sxm5 80gb"):
         _, data = consult(root, "--dtype", "bf16", "--env", env)
         assert data["experiments_here"] == 3 and data["best"]["id"] == best, (env, data)
-    # nvidia-smi's name of the GPU is not a part of the env recorded: the hint names it.
-    text, data = consult(root, "--dtype", "bf16", "--env", "NVIDIA H100 80GB HBM3")
+    # nvidia-smi's name of the GPU is its model's (kexp.core.gpunames): it reads the env
+    # recorded in the model's words; another GPU's name gets the hint naming it.
+    _, data = consult(root, "--dtype", "bf16", "--env", "NVIDIA H100 80GB HBM3")
+    assert data["experiments_here"] == 3 and data["best"]["id"] == best, data
+    text, data = consult(root, "--dtype", "bf16", "--env", "NVIDIA A100-SXM4-80GB")
     assert data["best"] is None and data["experiments_here"] == 0
     (note,) = data["unmatched"]
     assert f"the closest first: {ENV!r} (3 recorded)" in note and note in text

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from kexp.core.gpunames import in_model_words
+
 __all__ = [
     "CAMPAIGN_COLUMNS",
     "DTYPE_NAMES",
@@ -75,12 +77,15 @@ def spelled(column: str, value: str) -> str:
     ``kernels/a.py: f``); a dtype's usual names its short one (:data:`DTYPE_SPELLINGS`:
     ``torch.bfloat16`` is ``bf16``); in an env, a ``-`` or ``_`` between two letters or
     digits a space (never one that ends a word: ``xnack-`` stays) and a vendor's name
-    before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``)."""
-    text = value.lower()
+    before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``), and a GPU as a tool
+    prints it named by its model (:func:`kexp.core.gpunames.in_model_words`: nvidia-smi's
+    ``NVIDIA H100 80GB HBM3`` is ``H100 SXM5 80GB``)."""
     if column == "env":
-        text = _JOINING.sub(" ", text)
+        text = _JOINING.sub(" ", in_model_words(value).lower())
     elif column == "dtype_sig":
-        text = DTYPE_PATTERN.sub(lambda found: DTYPE_NAMES[found.group(1)], text)
+        text = DTYPE_PATTERN.sub(lambda found: DTYPE_NAMES[found.group(1)], value.lower())
+    else:
+        text = value.lower()
     text = _AROUND.sub(r"\1", _SPACES.sub(" ", text).strip())
     return _VENDOR.sub(r"\1", text) if column == "env" else text
 

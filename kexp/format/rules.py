@@ -265,9 +265,9 @@ def folded_env(env: str) -> str:
     cuda12.4`` and ``NVIDIA H100-SXM, CUDA 12.4``, as kexp's filters read them); a ``+``
     and a ``-`` that ends a word are kept (``xnack+`` and ``xnack-`` are two envs); a GPU
     as a tool names it is its model (``NVIDIA H100 80GB HBM3`` is ``H100 SXM5 80GB``:
-    :func:`kexp.format.gpunames.in_model_words`)."""
+    :func:`kexp.core.gpunames.in_model_words`)."""
     # lazy: only a check of envs needs the table of GPU names
-    from kexp.format.gpunames import in_model_words
+    from kexp.core.gpunames import in_model_words
 
     parts = _KEPT.split(_VENDOR.sub(r"\1", in_model_words(env).casefold()))
     return "".join(part if at % 2 else _NOT_FOLDED.sub("", part) for at, part in enumerate(parts))

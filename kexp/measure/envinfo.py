@@ -26,7 +26,7 @@ from typing import Any
 
 from kexp.core.advice import ENV
 from kexp.core.errors import KexpError
-from kexp.format.gpunames import model_name
+from kexp.core.gpunames import model_name
 
 #: Seconds each probe command may take.
 PROBE_TIMEOUT_S = 10.0
@@ -63,7 +63,7 @@ class EnvInfo:
         """One line such as ``8x NVIDIA H200, driver 570.86.15, CUDA 12.8, torch 2.6.0,
         AMD EPYC 9654 (96 cores), gcc 12.2.0, Ubuntu 22.04.4 LTS, Python 3.11.9``: the
         GPU and its toolchain first, then the host. A GPU whose tool's name is not its
-        model's is named by its model (:func:`kexp.format.gpunames.model_name`:
+        model's is named by its model (:func:`kexp.core.gpunames.model_name`:
         ``NVIDIA H100 80GB HBM3`` is ``H100 SXM5 80GB``); ``gpus`` keeps the tool's."""
         parts: list[str] = []
         # the model as teams write it (nvidia-smi's NVIDIA H100 80GB HBM3 is H100 SXM5 80GB)

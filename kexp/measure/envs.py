@@ -8,7 +8,7 @@ belongs to no campaign; ``kexp validate`` warns of it too: ``campaign-missing``)
 spelt otherwise than a recorded env (``h100 sxm cuda12.4`` beside ``H100 SXM, CUDA
 12.4``: a campaign of its own), or naming its GPU as a tool prints it where the store
 names that GPU's model (nvidia-smi's ``NVIDIA H100 80GB HBM3`` beside ``H100 SXM5 80GB,
-CUDA 12.4``: :mod:`kexp.format.gpunames`), and a
+CUDA 12.4``: :mod:`kexp.core.gpunames`), and a
 step measured on another machine than its parent and over its code (its cumulative
 score multiplies scores of two machines; ``kexp validate`` warns of it too:
 ``env-differs-from-parent``).
@@ -22,8 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from kexp.core.advice import CAMPAIGN_OPTIONS, CORRECT_FIELD
 from kexp.core.errors import EnvWarning, KexpError
-from kexp.format.gpunames import tool_names_in
-from kexp.format.rules import CAMPAIGN_FIELDS, campaign_missing, folded_env, listed
+from kexp.core.gpunames import tool_names_in
+from kexp.format.rules import (
+    CAMPAIGN_FIELDS,
+    campaign_missing,
+    folded_env,
+    listed,
+    spelt_otherwise_effect,
+)
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -102,8 +108,8 @@ def _spelt_otherwise(exp_id: str, env: str, envs: list[str], correct: str) -> li
         why = f" ({named})" if tools else ""
         return [
             f"experiment {exp_id}: env {env!r} is recorded nowhere else, but {near[0]!r} "
-            f"is, spelt otherwise{why}: kexp stats, tree and review count each a campaign "
-            f"of its own; if it is that machine, write that spelling: {correct}"
+            f"is, spelt otherwise{why}: {spelt_otherwise_effect(env, near[0])}; if it is that "
+            f"machine, write that spelling: {correct}"
         ]
     models = {folded_env(model) for _, model, _ in tools}
     naming = sorted(
