@@ -28,6 +28,7 @@ from kexp.core.outcome import (
 from kexp.core.settings import DEFAULT_SETTINGS
 from kexp.core.spelling import campaign_key
 from kexp.format.fileformat import error_line, key_insight
+from kexp.format.notes import retired_reason
 
 if TYPE_CHECKING:
     from kexp.storage.rows import Sighting
@@ -69,6 +70,10 @@ class Lesson:
     #: Why a change is ``marginal`` though its interval leaves out 1: within the drift
     #: the A/A control of its env measured (:attr:`kexp.core.cumulative.Derived.drift`).
     outcome_reason: str = ""
+    #: Why it was retired (the reason of the correction that set its status to failed:
+    #: :func:`kexp.format.notes.retired_reason`): what it taught above its key insight,
+    #: written before it was found wrong.
+    retired: str = ""
 
     @property
     def campaign(self) -> tuple[str, str, str]:
@@ -84,10 +89,10 @@ class Lesson:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (stable keys; ``score_ci``, ``error``, ``pid``,
-        ``over_parent`` and ``outcome_reason`` only when there is one, as ``--json``
-        leaves out an empty optional field)."""
+        ``over_parent``, ``outcome_reason`` and ``retired`` only when there is one, as
+        ``--json`` leaves out an empty optional field)."""
         data = dataclasses.asdict(self)
-        for optional in ("score_ci", "error", "pid", "over_parent", "outcome_reason"):
+        for optional in ("score_ci", "error", "pid", "over_parent", "outcome_reason", "retired"):
             if data[optional] in ((), "", None):
                 del data[optional]
         if self.score_ci:
@@ -135,6 +140,7 @@ def group_lessons(
                     pid=exp.pid,
                     over_parent=speedup_over_parent(exp, known.get(exp.pid)),
                     outcome_reason=exp.derived.drift,
+                    retired=retired_reason(exp.detailed_description),
                 )
             )
     return groups

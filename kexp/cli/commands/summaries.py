@@ -173,6 +173,8 @@ def _print_lesson(
         )
     if lesson.outcome_reason:  # why a change is within noise: the A/A control's drift
         notes += wrap_under("      Why: ", one_line(lesson.outcome_reason), width)
+    if lesson.retired:  # found wrong after its key insight was written
+        notes += wrap_under("      Retired: ", one_line(lesson.retired), width)
     if width is None:
         click.echo(head + summary)
         click.echo("\n".join(notes))

@@ -1,0 +1,46 @@
+"""A step retired as the skill says (``kexp update ID --set status=failed --reason
+...``): why it was retired reaches every read an agent consults, not only ``kexp
+show``'s correction note (trial S, finding 08; trial R, finding 05). An agent told
+only "failed" beside the old key insight ("build on it") cannot tell a wrong kernel
+from a slow one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_kexp
+
+KERNEL = ["--operator", "csrc/k.cu: k", "--dtype", "bf16", "--env", "MI300X, ROCm 7.0.0"]
+INSIGHT = "fewer blocks, less tail; build on it"
+WHY = "abandoned: wrong results for odd token counts"
+
+
+def _retired(repo: Path) -> str:
+    """A measured step on a root, then retired with a reason: its id."""
+    done = run_kexp("add", *KERNEL, "--json", "--summary", "Root - +10%", "--score", "1.1",
+                    "--description", "**Key insight**: a root.", cwd=repo)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    root = json.loads(done.stdout)["id"]
+    done = run_kexp("add", "--json", "--summary", "Two tokens per block - +3.0%", "--score",
+                    "1.03", "--pid", root, "--description", f"**Key insight**: {INSIGHT}.",
+                    cwd=repo)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    step = json.loads(done.stdout)["id"]
+    done = run_kexp("update", step, "--set", "status=failed", "--reason", WHY, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    return str(step)
+
+
+def test_lessons_say_why_a_step_was_retired(repo: Path) -> None:
+    step = _retired(repo)
+    done = run_kexp("lessons", env={"COLUMNS": "80"}, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if step[:10] in line)
+    block = " ".join(" ".join(lines[at : at + 8]).split())
+    assert f"Retired: {WHY}" in block, done.stdout
+    done = run_kexp("lessons", "--json", cwd=repo)
+    (lesson,) = [x for group in json.loads(done.stdout).values() for x in group
+                 if x["id"] == step]  # fmt: skip
+    assert lesson["retired"] == WHY, lesson
