@@ -15,12 +15,11 @@ from typing import Any
 
 from kexp.core.model import BODY_FIELDS, experiment_from_fields
 from kexp.format.fileformat import Document, FileFormatError, parse, render_update
+from kexp.format.notes import CORRECTION_START
 
 #: The text sections whose additions on both sides are both kept (notes, prose); a code
 #: change is never stitched together.
 _ADDITIVE = frozenset({"detailed_description", "raw_result", "profiling_info", "error_message"})
-#: How a correction note kexp appends begins (``**Correction (2026-11-30)**: ...``).
-_NOTE_START = "**Correction ("
 _ABSENT = object()
 _CLASH = object()
 
@@ -119,14 +118,14 @@ def _noted_beside_rewrite(base: str, ours: str, theirs: str) -> str | None:
         if not added or set(added) != {len(was)}:
             continue  # (not only lines appended at the end)
         notes = [line for line in added[len(was)] if line.strip()]
-        if not all(line.startswith(_NOTE_START) for line in notes):
+        if not all(line.startswith(CORRECTION_START) for line in notes):
             continue
         lines = rewrite.split("\n") if rewrite else []
         cut = len(lines)
         if remote_first:  # before the notes the rewrite appended (blank lines aside)
             while cut and (
                 not lines[cut - 1].strip()
-                or (lines[cut - 1].startswith(_NOTE_START) and lines[cut - 1] not in was)
+                or (lines[cut - 1].startswith(CORRECTION_START) and lines[cut - 1] not in was)
             ):
                 cut -= 1
         parts = [_trimmed(lines[:cut]), notes, _trimmed(lines[cut:])]

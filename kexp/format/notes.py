@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["retired_reason"]
+__all__ = ["CORRECTION_START", "retired_reason"]
+
+#: How a correction note's line begins (``**Correction (2026-11-30)**: score 1.0 → 1.1.
+#: Reason: ...``: :func:`kexp.measure.corrections.correction_note` writes it).
+CORRECTION_START = "**Correction ("
 
 #: One note: its date, what it changed and its reason (the reason runs to the line's end).
 _NOTE = re.compile(

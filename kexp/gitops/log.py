@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kexp.core.advice import DIFF_FILE
 from kexp.core.errors import GitError, InputError, KexpError
 from kexp.core.inputs import describe_non_text, first_non_text
+from kexp.format.notes import CORRECTION_START
 from kexp.format.rules import id_from_name
 from kexp.gitops.git import (
     NULL_SHA,
@@ -371,10 +372,8 @@ def committed_as_is(path: Path) -> str | None:
     return last.stdout.strip() or None
 
 
-#: How a correction note's line begins (``**Correction (2026-11-30)**: score 1.0 → 1.1.
-#: Reason: ...``, :func:`kexp.measure.corrections.correction_note`), and the same for
+#: How a correction note's line begins (:data:`kexp.format.notes.CORRECTION_START`), for
 #: git's ``-G`` (a bracket: ``(`` is special in one regex dialect and not the other).
-CORRECTION_START = "**Correction ("
 _CORRECTION_PICKAXE = r"\*\*Correction [(][0-9]"
 
 

@@ -22,7 +22,8 @@ from kexp.core.advice import CORRECT_SCORE
 from kexp.core.errors import KexpError
 from kexp.core.problems import Problem
 from kexp.format.fileformat import FileFormatError, parse
-from kexp.gitops.log import CORRECTION_START, correction_key, dropped_corrections
+from kexp.format.notes import CORRECTION_START
+from kexp.gitops.log import correction_key, dropped_corrections
 
 if TYPE_CHECKING:
     from kexp.format.fileformat import Document
