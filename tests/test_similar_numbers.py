@@ -114,3 +114,16 @@ def test_numbers_are_words_of_plans_and_measurements_are_not() -> None:
     assert [word for word in words if word.isdigit()] == ["8", "128", "64"]
     assert not {"2", "5", "1", "0188", "7", "0"} & set(words)
     assert doctext.fts_phrase("8") != doctext.fts_phrase("unroll") == '"unroll"'
+
+
+def test_a_plans_word_counts_once_with_the_synonyms_the_index_keeps_as_it(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """ "tile" asks for its synonyms "tiling" and "tiled" too, which the index keeps as
+    the one term "tile" (Porter stems): it counts once, as "swizzle" (no synonyms)
+    does, so two experiments alike but for one of these words rank alike."""
+    tiled = make_experiment(change_summary="Tile the row loads - +2%")
+    swizzled = make_experiment(change_summary="Swizzle the row loads - +2%")
+    make_experiment(change_summary="Fuse the residual add - +3%")
+    matches = {m.id: m.relevance for m in similar(store, text="tile or swizzle the loads")}
+    assert matches[tiled.id] == matches[swizzled.id], matches

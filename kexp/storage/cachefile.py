@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 #: FTS table's numbers column (kexp.storage.doctext.fts_phrase).
 LAYOUT = "kexp-cache/8"
 
+#: The FTS table's tokenizer: what a word is, and the term (its Porter stem) it is kept
+#: as (:func:`kexp.storage.cache.index_terms` asks it of a query's words).
+FTS_TOKENIZER = "porter unicode61"
+
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -59,7 +63,7 @@ _SCHEMA = (
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
     "record BLOB NOT NULL)",
     "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, numbers, "
-    "tokenize = 'porter unicode61', content = '')",
+    f"tokenize = '{FTS_TOKENIZER}', content = '')",
 )
 
 

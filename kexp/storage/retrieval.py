@@ -12,7 +12,8 @@ Two measures, one index:
   A query's words are lowercased, common English words and the headings every
   description repeats (approach, result, key insight) dropped, and expanded with a few
   synonyms of the trade (:data:`kexp.storage.doctext.SYNONYMS`: LDS and shared memory,
-  warp and wavefront, ...); its numbers are looked for in the numbers column alone
+  warp and wavefront, ...), each term of the index asked once (``tiling`` and ``tiled``
+  are the index's ``tile``); its numbers are looked for in the numbers column alone
   (:func:`kexp.storage.doctext.fts_phrase`: descriptions hold numbers in nearly every
   experiment, where BM25 gives them no weight).
 * **Near-duplicate code changes** (the "tried before" check of a create, and a boost
@@ -297,9 +298,15 @@ class Search(Index):
         return {doc: rows for doc, rows in found.items() if rows}
 
     def telling_words(self, words: Sequence[str]) -> list[str]:
-        """The words of a query worth asking for: those some experiment holds, without
+        """The words of a query worth asking for: the first of those the index keeps as
+        one term (a word and its synonyms stemmed alike, ``tile`` and ``tiling``, count
+        once: :func:`kexp.storage.cache.index_terms`), those some experiment holds, without
         the too common ones (see :data:`COMMON_SHARE`), in alphabetical order."""
-        held = {w: n for w, n in self._cache.word_counts(list(dict.fromkeys(words))).items() if n}
+        from kexp.storage.cache import index_terms
+
+        terms = index_terms(words)
+        once = list({terms[word]: word for word in reversed(words)}.values())  # the first
+        held = {w: n for w, n in self._cache.word_counts(once).items() if n}
         rarest = sorted(held, key=lambda w: (held[w], w))
         limit = max(COMMON_MIN, COMMON_SHARE * self.count())
         kept = rarest[:RAREST_KEPT] + [w for w in rarest[RAREST_KEPT:] if held[w] <= limit]
