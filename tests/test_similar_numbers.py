@@ -116,6 +116,46 @@ def test_numbers_are_words_of_plans_and_measurements_are_not() -> None:
     assert doctext.fts_phrase("8") != doctext.fts_phrase("unroll") == '"unroll"'
 
 
+#: The description template every experiment of a campaign fills (trial O, finding 09:
+#: its words say nothing of the step).
+TEMPLATE = "**Approach**: a\n\n**Result**: b\n\n**Why it worked/failed**: c\n\n**Key insight**: d"
+
+
+def _add(repo: Path, *args: str) -> str:
+    result = run_kexp("add", "--json", "--description", TEMPLATE, *args, cwd=repo)
+    assert result.returncode == 0, result.stderr
+    exp_id: str = json.loads(result.stdout)["id"]
+    return exp_id
+
+
+def test_the_dead_end_whose_number_the_plan_names_ranks_first(repo: Path) -> None:
+    """Trial O, finding 09: a campaign on an attention kernel whose descriptions are the
+    template, its successes tiled 128x64 and widened BLOCK_N to 128, its dead end
+    BLOCK_N 128 -> 256 (register spills). The plan "increase the key tile width to 256"
+    shares one word with the tiling success ("tile") and one number with the dead end
+    (256): the dead end comes first, ahead. Before, "tile" was asked three times
+    (its synonyms "tiling" and "tiled" are the index's one term "tile") and a number
+    weighed a third of a summary's word: the tiling success came first."""
+    operator = ("--operator", "kernels/attn/fused_attn.py: fused_attention_fwd")
+    place = (*operator, "--dtype", "bf16", "--env", "H100 SXM5 80GB, CUDA 12.4")
+    tiled = _add(repo, *place, "--score", "1.15", "--summary", "Tiling 128x64 - +15%")
+    wider = _add(repo, "--pid", tiled, "--score", "1.10", "--summary", "BLOCK_N 64 -> 128 - +10%")
+    _add(repo, "--pid", wider, "--score", "1.03", "--summary", "exp2 softmax - +3%")
+    dead = _add(
+        repo,
+        *("--pid", wider, "--score", "0", "--status", "failed", "--buggy"),
+        *("--error", "ptxas: spill stores; out of resources"),
+        *("--summary", "BLOCK_N 128 -> 256 - failed (register spills)"),
+        *("--diff", "-BLOCK_N = 128\n+BLOCK_N = 256\n"),
+    )
+
+    result = run_kexp("similar", "--text", "increase the key tile width to 256", "--json", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    ranked = [(m["change_summary"], m["relevance"]) for m in json.loads(result.stdout)]
+    assert json.loads(result.stdout)[0]["id"] == dead, ranked
+    assert ranked[0][1] > ranked[1][1], ranked  # not first by a tie
+
+
 def test_a_plans_word_counts_once_with_the_synonyms_the_index_keeps_as_it(
     store: Store, make_experiment: Callable[..., KernelExperiment]
 ) -> None:

@@ -75,7 +75,16 @@ BUSY_TIMEOUT_S = 5.0
 #: Rows asked of SQLite at once by their keys.
 _CHUNK = 500
 #: The retrieval index's FTS columns (their weights: kexp.storage.retrieval.COLUMN_WEIGHTS).
-FTS_COLUMNS = ("summary", "description", "insight", "operator", "code", "numbers")
+FTS_COLUMNS = (
+    "summary",
+    "description",
+    "insight",
+    "operator",
+    "code",
+    "summary_numbers",
+    "insight_numbers",
+    "code_numbers",
+)
 
 
 #: The term each word asked of :func:`index_terms` is kept as, up to this many words.

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 #: The cache's layout; part of its header (and so of its file name). 7: the code keys
 #: and shingles of the docs are taken without comments (kexp.storage.dedupe). 8: the
-#: FTS table's numbers column (kexp.storage.doctext.fts_phrase).
-LAYOUT = "kexp-cache/8"
+#: FTS table's numbers column (kexp.storage.doctext.fts_phrase). 9: three numbers columns,
+#: one for each place the numbers are taken from (summary, key insight, code).
+LAYOUT = "kexp-cache/9"
 
 #: The FTS table's tokenizer: what a word is, and the term (its Porter stem) it is kept
 #: as (:func:`kexp.storage.cache.index_terms` asks it of a query's words).
@@ -62,8 +63,9 @@ _SCHEMA = (
     # Cache.post_pending): one row.
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
     "record BLOB NOT NULL)",
-    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, numbers, "
-    f"tokenize = '{FTS_TOKENIZER}', content = '')",
+    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
+    f"summary_numbers, insight_numbers, code_numbers, tokenize = '{FTS_TOKENIZER}', "
+    "content = '')",
 )
 
 

@@ -192,8 +192,9 @@ def code_of(code_change: str, normalized: str) -> tuple[bytes | None, bytes | No
 def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
     """The words of a content's FTS columns: summary, description (with the error
     message), key insight, operator (with dtype and env), code words (of the code
-    change, or of it ``normalized`` already), and the numbers of the summary, key
-    insight and code words (:func:`numbers_of`; see :func:`fts_phrase`)."""
+    change, or of it ``normalized`` already), and the numbers of the summary, of the key
+    insight and of the code words, a column each (:func:`numbers_of`; see
+    :func:`fts_phrase`)."""
     if normalized is None:
         normalized = normalize_code_change(bodies["code_change"])
     description = bodies["detailed_description"]
@@ -201,14 +202,15 @@ def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) ->
     if bodies["error_message"]:
         description += "\n" + bodies["error_message"]
     code = _words_of_normalized(normalized)
-    numbers = [*numbers_of(row.change_summary), *numbers_of(insight), *numbers_of(code)]
     return (
         row.change_summary,
         description,
         insight,
         _CASE_CHANGE.sub(" ", f"{row.operator_sig} {row.dtype_sig} {row.env}"),
         code,
-        " ".join(numbers),
+        " ".join(numbers_of(row.change_summary)),
+        " ".join(numbers_of(insight)),
+        " ".join(numbers_of(code)),
     )
 
 
@@ -238,12 +240,13 @@ def unpacked_texts(packed: bytes) -> tuple[str, ...]:
 
 def fts_phrase(word: str) -> str:
     """The FTS5 phrase a query's word asks for: the word, in any column; a number in
-    the ``numbers`` column alone. Descriptions are full of measurements (``56 -> 64
+    the numbers columns alone. Descriptions are full of measurements (``56 -> 64
     VGPRs``, ``8 waves``): asked in every column, a number is held by nearly every
     experiment and BM25 gives it no weight; in the numbers of summaries, key insights
-    and code (``unroll 8``) it tells the experiments apart."""
+    and code (``unroll 8``) it tells the experiments apart, and weighs as a word of its
+    place."""
     if word.isdigit():
-        return f'numbers : "{word}"'
+        return f'{{summary_numbers insight_numbers code_numbers}} : "{word}"'
     return f'"{word}"'
 
 

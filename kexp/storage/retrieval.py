@@ -7,15 +7,17 @@ Two measures, one index:
   description (with the error message), its key insight, its operator (with dtype and
   env), the words of its code change's added and removed lines (identifiers split
   at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"), and the
-  numbers of its summary, key insight and code words (``unroll 8``, ``128-bit``,
-  ``num_warps=8``; not those of measurements: :func:`kexp.storage.doctext.numbers_of`).
+  numbers of its summary, of its key insight and of its code words, a column each
+  (``unroll 8``, ``128-bit``, ``num_warps=8``; not those of measurements:
+  :func:`kexp.storage.doctext.numbers_of`).
   A query's words are lowercased, common English words and the headings every
   description repeats (approach, result, key insight) dropped, and expanded with a few
   synonyms of the trade (:data:`kexp.storage.doctext.SYNONYMS`: LDS and shared memory,
   warp and wavefront, ...), each term of the index asked once (``tiling`` and ``tiled``
-  are the index's ``tile``); its numbers are looked for in the numbers column alone
+  are the index's ``tile``); its numbers are looked for in the numbers columns alone
   (:func:`kexp.storage.doctext.fts_phrase`: descriptions hold numbers in nearly every
-  experiment, where BM25 gives them no weight).
+  experiment, where BM25 gives them no weight), weighing :data:`NUMBER_WEIGHT` times a
+  word of their place.
 * **Near-duplicate code changes** (the "tried before" check of a create, and a boost
   for ``similar --diff`` and ``similar ID``): the Jaccard similarity of two changes'
   shingles (:func:`kexp.storage.dedupe.code_shingles`: changed lines with variables renamed,
@@ -83,9 +85,15 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: BM25 weights of the columns: summary, description, key insight, operator, code,
-#: numbers (a query's numbers are asked in it alone: :func:`kexp.storage.doctext.fts_phrase`).
-COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0, 1.0)
+#: How much more a number weighs than a word of its place: a word is matched loosely
+#: (stemmed, with its synonyms), a number exactly, and only where it names a setting
+#: (``BLOCK_N 128 -> 256``, ``unroll 8``; the numbers of measurements are not kept).
+NUMBER_WEIGHT = 2.0
+#: BM25 weights of the columns: summary, description, key insight, operator, code; then
+#: the numbers of the summary, of the key insight and of the code, each
+#: :data:`NUMBER_WEIGHT` times its place's (a query's numbers are asked in them alone:
+#: :func:`kexp.storage.doctext.fts_phrase`).
+COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0, *(NUMBER_WEIGHT * w for w in (3.0, 2.0, 1.0)))
 #: How much a near-duplicate's similarity adds to its relevance (the best text match
 #: scores 1.0).
 NEAR_DUPLICATE_WEIGHT = 2.0
