@@ -167,3 +167,24 @@ def test_a_plans_word_counts_once_with_the_synonyms_the_index_keeps_as_it(
     make_experiment(change_summary="Fuse the residual add - +3%")
     matches = {m.id: m.relevance for m in similar(store, text="tile or swizzle the loads")}
     assert matches[tiled.id] == matches[swizzled.id], matches
+
+
+def test_a_size_written_as_dimensions_is_its_numbers(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """``128x64`` is 128 and 64, in a summary, in code and in a plan (before, the
+    ``x64`` of it was a word, and 64 no number): "tile 128x64" picks the 128x64 tiling
+    out of the 128x128 and 64x64 ones, ahead."""
+    assert doctext.numbers_of("Tiling 256x128, MFMA 32x32x8") == ["256", "128", "32", "32", "8"]
+    assert doctext.code_words("+  tile = Tile<128x64>();\n") == "tile Tile 128 64"
+    assert [w for w in doctext.query_words("a 128x64 tile") if w.isdigit()] == ["128", "64"]
+    assert doctext.numbers_of("mask 0x10, bf16x2 pairs") == ["0"]  # hex, a word's digits
+    made = {
+        size: make_experiment(change_summary=f"Tiling {size} for the row loop - +2%")
+        for size in ("128x128", "128x64", "64x64")
+    }
+    make_experiment(change_summary="Fuse the residual add - +3%")
+    matches = similar(store, text="tile 128x64")
+    ranked = [(m.change_summary, m.relevance) for m in matches]
+    assert matches[0].id == made["128x64"].id, ranked
+    assert matches[0].relevance > matches[1].relevance, ranked

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 #: The cache's layout; part of its header (and so of its file name). 7: the code keys
 #: and shingles of the docs are taken without comments (kexp.storage.dedupe). 8: the
 #: FTS table's numbers column (kexp.storage.doctext.fts_phrase). 9: three numbers columns,
-#: one for each place the numbers are taken from (summary, key insight, code).
-LAYOUT = "kexp-cache/9"
+#: one for each place the numbers are taken from (summary, key insight, code). 10: sizes
+#: written as dimensions (``128x64``) are their numbers (kexp.storage.doctext.numbers_of).
+LAYOUT = "kexp-cache/10"
 
 #: The FTS table's tokenizer: what a word is, and the term (its Porter stem) it is kept
 #: as (:func:`kexp.storage.cache.index_terms` asks it of a query's words).

@@ -86,6 +86,11 @@ _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _MEASUREMENT = re.compile(r"[0-9]+(?:\.[0-9]+)+%?|[0-9]+%")
 
 
+#: Sizes written as dimensions (``128x64``, ``32x32x8``): a number each (see
+#: :func:`_spaced_dimensions`); not a hexadecimal literal (``0x10``).
+_DIMENSIONS = re.compile(r"(?<![A-Za-z0-9])(?!0[xX])[0-9]+(?:[xX][0-9]+)+(?![A-Za-z0-9])")
+
+
 #: Runs of letters and digits already split into words (runs repeat from change to
 #: change), up to this many.
 _RUN_WORDS: dict[str, str] = {}
@@ -118,17 +123,27 @@ def code_words(code_change: str) -> str:
 
 def numbers_of(text: str) -> list[str]:
     """The numbers of a text, as words (:data:`_WORD`) of digits alone, each time it
-    holds them: ``unroll 8``, ``8x``, ``128-bit``, ``num_warps=8``, ``BLOCK_M 64``;
-    not the digits of measurements (:data:`_MEASUREMENT`), nor those of a word
-    (``fp16``, ``float4``)."""
-    return [word for word in _WORD.findall(_MEASUREMENT.sub(" ", text)) if word.isdigit()]
+    holds them: ``unroll 8``, ``8x``, ``128-bit``, ``num_warps=8``, ``BLOCK_M 64``,
+    both of ``128x64``; not the digits of measurements (:data:`_MEASUREMENT`), nor
+    those of a word (``fp16``, ``float4``, ``bf16x2``)."""
+    words = _WORD.findall(_spaced_dimensions(_MEASUREMENT.sub(" ", text)))
+    return [word for word in words if word.isdigit()]
+
+
+def _spaced_dimensions(text: str) -> str:
+    """``text`` with each size written as dimensions (``128x64``) written as its
+    numbers (``128 64``), as :data:`_WORD` would not find them (``128``, ``x64``)."""
+    if "x" not in text and "X" not in text:
+        return text
+    return _DIMENSIONS.sub(lambda found: found[0].replace("x", " ").replace("X", " "), text)
 
 
 def _words_of_normalized(normalized: str) -> str:
     """The distinct words of the changed lines, in order of appearance: the runs of
     ASCII letters and digits, each split where a lower-case letter or a digit meets an
     upper-case one (``warpReduceSum``: warp Reduce Sum), and before digits start a run
-    (``2D`` stays, ``16x`` is 16 and x: what :data:`_WORD` finds)."""
+    (``2D`` stays, ``16x`` is 16 and x: what :data:`_WORD` finds; ``128x64`` is 128 and
+    64: :func:`_spaced_dimensions`)."""
     if not is_matchable(normalized):
         return ""
     lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
@@ -141,7 +156,7 @@ def _words_of_normalized(normalized: str) -> str:
             if run.isascii() and (run.isdigit() or (run.islower() and run[0].isalpha())):
                 words = run  # one word (most runs)
             else:
-                words = " ".join(_WORD.findall(_CASE_CHANGE.sub(" ", run)))
+                words = " ".join(_WORD.findall(_CASE_CHANGE.sub(" ", _spaced_dimensions(run))))
             if len(split_of) >= _RUN_WORDS_SIZE:
                 split_of.clear()
             split_of[run] = words
@@ -256,7 +271,8 @@ def query_words(text: str) -> list[str]:
     those :func:`numbers_of` finds, each once, in order, at most :data:`MAX_QUERY_TERMS`."""
     words: list[str] = []
     seen: set[str] = set()
-    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", _MEASUREMENT.sub(" ", text))):
+    spaced = _spaced_dimensions(_MEASUREMENT.sub(" ", text))
+    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", spaced)):
         word = raw.lower()
         if word in STOP_WORDS or word in seen:
             continue

@@ -8,7 +8,7 @@ Two measures, one index:
   env), the words of its code change's added and removed lines (identifiers split
   at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"), and the
   numbers of its summary, of its key insight and of its code words, a column each
-  (``unroll 8``, ``128-bit``, ``num_warps=8``; not those of measurements:
+  (``unroll 8``, ``128-bit``, ``num_warps=8``, both of ``128x64``; not those of measurements:
   :func:`kexp.storage.doctext.numbers_of`).
   A query's words are lowercased, common English words and the headings every
   description repeats (approach, result, key insight) dropped, and expanded with a few
