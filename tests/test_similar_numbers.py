@@ -188,3 +188,24 @@ def test_a_size_written_as_dimensions_is_its_numbers(
     ranked = [(m.change_summary, m.relevance) for m in matches]
     assert matches[0].id == made["128x64"].id, ranked
     assert matches[0].relevance > matches[1].relevance, ranked
+
+
+def test_the_description_templates_labels_are_no_words_of_the_experiments(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """Every description repeats ``**Key insight**:``, and "keys" is the index's "key"
+    (one Porter stem): were the labels indexed, every experiment would hold a plan's
+    "keys" and it would weigh nothing. Two steps alike but for keys and values, among
+    others: the plan about keys picks the one about keys, ahead (before, a tie)."""
+
+    def step(summary: str) -> KernelExperiment:
+        return make_experiment(change_summary=summary, detailed_description=TEMPLATE)
+
+    keys = step("Pad the keys tile in LDS - +3%")
+    step("Pad the values tile in LDS - +3%")
+    for summary in ("Fuse the residual add", "Exp2 softmax", "Unroll by 4", "Scalar slots"):
+        step(f"{summary} - +1%")
+    matches = similar(store, text="pad the keys tile")
+    ranked = [(m.change_summary, m.relevance) for m in matches]
+    assert len(matches) > 1 and matches[0].id == keys.id, ranked
+    assert matches[0].relevance > matches[1].relevance, ranked

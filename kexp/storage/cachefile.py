@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 #: FTS table's numbers column (kexp.storage.doctext.fts_phrase). 9: three numbers columns,
 #: one for each place the numbers are taken from (summary, key insight, code). 10: sizes
 #: written as dimensions (``128x64``) are their numbers (kexp.storage.doctext.numbers_of).
-LAYOUT = "kexp-cache/10"
+#: 11: descriptions without their bold labels (``**Key insight**:``).
+LAYOUT = "kexp-cache/11"
 
 #: The FTS table's tokenizer: what a word is, and the term (its Porter stem) it is kept
 #: as (:func:`kexp.storage.cache.index_terms` asks it of a query's words).

@@ -91,6 +91,11 @@ _MEASUREMENT = re.compile(r"[0-9]+(?:\.[0-9]+)+%?|[0-9]+%")
 _DIMENSIONS = re.compile(r"(?<![A-Za-z0-9])(?!0[xX])[0-9]+(?:[xX][0-9]+)+(?![A-Za-z0-9])")
 
 
+#: A bold label a description is laid out with (``**Approach**:``, ``**Key insight:**``):
+#: the template's words, in every experiment, none of its own (see :func:`texts_of`).
+_LABEL = re.compile(r"\*\*[A-Za-z][^*:\n]{0,40}(?::\s*\*\*|\*\*\s*:)")
+
+
 #: Runs of letters and digits already split into words (runs repeat from change to
 #: change), up to this many.
 _RUN_WORDS: dict[str, str] = {}
@@ -206,14 +211,16 @@ def code_of(code_change: str, normalized: str) -> tuple[bytes | None, bytes | No
 
 def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
     """The words of a content's FTS columns: summary, description (with the error
-    message), key insight, operator (with dtype and env), code words (of the code
-    change, or of it ``normalized`` already), and the numbers of the summary, of the key
-    insight and of the code words, a column each (:func:`numbers_of`; see
-    :func:`fts_phrase`)."""
+    message; without its bold labels, ``**Key insight**:``, which every description
+    repeats: a plan's "keys" is no word of them all), key insight, operator (with dtype
+    and env), code words (of the code change, or of it ``normalized`` already), and the
+    numbers of the summary, of the key insight and of the code words, a column each
+    (:func:`numbers_of`; see :func:`fts_phrase`)."""
     if normalized is None:
         normalized = normalize_code_change(bodies["code_change"])
     description = bodies["detailed_description"]
     insight = key_insight(description)
+    description = _LABEL.sub(" ", description)
     if bodies["error_message"]:
         description += "\n" + bodies["error_message"]
     code = _words_of_normalized(normalized)

@@ -3,8 +3,9 @@
 Two measures, one index:
 
 * **Relevance** (``kexp similar``, :func:`similar`): BM25, as SQLite's FTS5 ranks it
-  (Porter stemming), over six columns of every experiment: its summary, its detailed
-  description (with the error message), its key insight, its operator (with dtype and
+  (Porter stemming), over the columns of every experiment: its summary, its detailed
+  description (with the error message, without the bold labels every description
+  repeats: ``**Key insight**:``), its key insight, its operator (with dtype and
   env), the words of its code change's added and removed lines (identifiers split
   at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"), and the
   numbers of its summary, of its key insight and of its code words, a column each
