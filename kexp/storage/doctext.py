@@ -232,7 +232,7 @@ def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) ->
         code,
         " ".join(numbers_of(row.change_summary)),
         " ".join(numbers_of(insight)),
-        " ".join(numbers_of(code)),
+        " ".join(word for word in code.split() if word.isdigit()),  # words already
     )
 
 
