@@ -114,3 +114,98 @@ def test_numbers_are_words_of_plans_and_measurements_are_not() -> None:
     assert [word for word in words if word.isdigit()] == ["8", "128", "64"]
     assert not {"2", "5", "1", "0188", "7", "0"} & set(words)
     assert doctext.fts_phrase("8") != doctext.fts_phrase("unroll") == '"unroll"'
+
+
+#: The description template every experiment of a campaign fills (trial O, finding 09:
+#: its words say nothing of the step).
+TEMPLATE = "**Approach**: a\n\n**Result**: b\n\n**Why it worked/failed**: c\n\n**Key insight**: d"
+
+
+def _add(repo: Path, *args: str) -> str:
+    result = run_kexp("add", "--json", "--description", TEMPLATE, *args, cwd=repo)
+    assert result.returncode == 0, result.stderr
+    exp_id: str = json.loads(result.stdout)["id"]
+    return exp_id
+
+
+def test_the_dead_end_whose_number_the_plan_names_ranks_first(repo: Path) -> None:
+    """Trial O, finding 09: a campaign on an attention kernel whose descriptions are the
+    template, its successes tiled 128x64 and widened BLOCK_N to 128, its dead end
+    BLOCK_N 128 -> 256 (register spills). The plan "increase the key tile width to 256"
+    shares one word with the tiling success ("tile") and one number with the dead end
+    (256): the dead end comes first, ahead. Before, "tile" was asked three times
+    (its synonyms "tiling" and "tiled" are the index's one term "tile") and a number
+    weighed a third of a summary's word: the tiling success came first."""
+    operator = ("--operator", "kernels/attn/fused_attn.py: fused_attention_fwd")
+    place = (*operator, "--dtype", "bf16", "--env", "H100 SXM5 80GB, CUDA 12.4")
+    tiled = _add(repo, *place, "--score", "1.15", "--summary", "Tiling 128x64 - +15%")
+    wider = _add(repo, "--pid", tiled, "--score", "1.10", "--summary", "BLOCK_N 64 -> 128 - +10%")
+    _add(repo, "--pid", wider, "--score", "1.03", "--summary", "exp2 softmax - +3%")
+    dead = _add(
+        repo,
+        *("--pid", wider, "--score", "0", "--status", "failed", "--buggy"),
+        *("--error", "ptxas: spill stores; out of resources"),
+        *("--summary", "BLOCK_N 128 -> 256 - failed (register spills)"),
+        *("--diff", "-BLOCK_N = 128\n+BLOCK_N = 256\n"),
+    )
+
+    result = run_kexp("similar", "--text", "increase the key tile width to 256", "--json", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    ranked = [(m["change_summary"], m["relevance"]) for m in json.loads(result.stdout)]
+    assert json.loads(result.stdout)[0]["id"] == dead, ranked
+    assert ranked[0][1] > ranked[1][1], ranked  # not first by a tie
+
+
+def test_a_plans_word_counts_once_with_the_synonyms_the_index_keeps_as_it(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """ "tile" asks for its synonyms "tiling" and "tiled" too, which the index keeps as
+    the one term "tile" (Porter stems): it counts once, as "swizzle" (no synonyms)
+    does, so two experiments alike but for one of these words rank alike."""
+    tiled = make_experiment(change_summary="Tile the row loads - +2%")
+    swizzled = make_experiment(change_summary="Swizzle the row loads - +2%")
+    make_experiment(change_summary="Fuse the residual add - +3%")
+    matches = {m.id: m.relevance for m in similar(store, text="tile or swizzle the loads")}
+    assert matches[tiled.id] == matches[swizzled.id], matches
+
+
+def test_a_size_written_as_dimensions_is_its_numbers(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """``128x64`` is 128 and 64, in a summary, in code and in a plan (before, the
+    ``x64`` of it was a word, and 64 no number): "tile 128x64" picks the 128x64 tiling
+    out of the 128x128 and 64x64 ones, ahead."""
+    assert doctext.numbers_of("Tiling 256x128, MFMA 32x32x8") == ["256", "128", "32", "32", "8"]
+    assert doctext.code_words("+  tile = Tile<128x64>();\n") == "tile Tile 128 64"
+    assert [w for w in doctext.query_words("a 128x64 tile") if w.isdigit()] == ["128", "64"]
+    assert doctext.numbers_of("mask 0x10, bf16x2 pairs") == ["0"]  # hex, a word's digits
+    made = {
+        size: make_experiment(change_summary=f"Tiling {size} for the row loop - +2%")
+        for size in ("128x128", "128x64", "64x64")
+    }
+    make_experiment(change_summary="Fuse the residual add - +3%")
+    matches = similar(store, text="tile 128x64")
+    ranked = [(m.change_summary, m.relevance) for m in matches]
+    assert matches[0].id == made["128x64"].id, ranked
+    assert matches[0].relevance > matches[1].relevance, ranked
+
+
+def test_the_description_templates_labels_are_no_words_of_the_experiments(
+    store: Store, make_experiment: Callable[..., KernelExperiment]
+) -> None:
+    """Every description repeats ``**Key insight**:``, and "keys" is the index's "key"
+    (one Porter stem): were the labels indexed, every experiment would hold a plan's
+    "keys" and it would weigh nothing. Two steps alike but for keys and values, among
+    others: the plan about keys picks the one about keys, ahead (before, a tie)."""
+
+    def step(summary: str) -> KernelExperiment:
+        return make_experiment(change_summary=summary, detailed_description=TEMPLATE)
+
+    keys = step("Pad the keys tile in LDS - +3%")
+    step("Pad the values tile in LDS - +3%")
+    for summary in ("Fuse the residual add", "Exp2 softmax", "Unroll by 4", "Scalar slots"):
+        step(f"{summary} - +1%")
+    matches = similar(store, text="pad the keys tile")
+    ranked = [(m.change_summary, m.relevance) for m in matches]
+    assert len(matches) > 1 and matches[0].id == keys.id, ranked
+    assert matches[0].relevance > matches[1].relevance, ranked

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kexp.storage import postings
 from kexp.storage.cachefile import (
+    FTS_TOKENIZER,
     DamagedCacheError,
     create_tables,
     file_name,
@@ -74,7 +75,46 @@ BUSY_TIMEOUT_S = 5.0
 #: Rows asked of SQLite at once by their keys.
 _CHUNK = 500
 #: The retrieval index's FTS columns (their weights: kexp.storage.retrieval.COLUMN_WEIGHTS).
-FTS_COLUMNS = ("summary", "description", "insight", "operator", "code", "numbers")
+FTS_COLUMNS = (
+    "summary",
+    "description",
+    "insight",
+    "operator",
+    "code",
+    "summary_numbers",
+    "insight_numbers",
+    "code_numbers",
+)
+
+
+#: The term each word asked of :func:`index_terms` is kept as, up to this many words.
+_TERMS: dict[str, str] = {}
+_TERMS_SIZE = 1 << 16
+
+
+def index_terms(words: Sequence[str]) -> dict[str, str]:
+    """The term the FTS table keeps each word (one token: :func:`fts_phrase`'s) as: its
+    Porter stem (``tiling``, ``tiled``: ``tile``), as the table's tokenizer makes it
+    (``FTS_TOKENIZER``, asked in a table in memory)."""
+    missing = [word for word in dict.fromkeys(words) if word not in _TERMS]
+    if missing:
+        connection = sqlite3.connect(":memory:")
+        try:
+            connection.execute(
+                f"CREATE VIRTUAL TABLE words USING fts5(word, tokenize = '{FTS_TOKENIZER}')"
+            )
+            connection.execute("CREATE VIRTUAL TABLE terms USING fts5vocab(words, instance)")
+            connection.executemany(
+                "INSERT INTO words (rowid, word) VALUES (?, ?)", enumerate(missing)
+            )
+            found = dict(connection.execute("SELECT doc, term FROM terms WHERE offset = 0"))
+        finally:
+            connection.close()
+        if len(_TERMS) + len(missing) > _TERMS_SIZE:
+            _TERMS.clear()
+        for number, word in enumerate(missing):
+            _TERMS[word] = str(found.get(number, word))
+    return {word: _TERMS[word] for word in words}
 
 
 class StaleComparisonError(DamagedCacheError):

@@ -28,10 +28,18 @@ if TYPE_CHECKING:
 
 #: The cache's layout; part of its header (and so of its file name). 7: the code keys
 #: and shingles of the docs are taken without comments (kexp.storage.dedupe). 8: the
-#: FTS table's numbers column (kexp.storage.doctext.fts_phrase). 9: an answer kept holds
-#: what is derived with an env's A/A controls keyed in kexp's spelling
-#: (kexp.core.spelling.campaign_key: a control on ROCm-6.2 judges the steps on ROCm 6.2).
-LAYOUT = "kexp-cache/9"
+#: FTS table's numbers column (kexp.storage.doctext.fts_phrase). 9: three numbers columns,
+#: one for each place the numbers are taken from (summary, key insight, code). 10: sizes
+#: written as dimensions (``128x64``) are their numbers (kexp.storage.doctext.numbers_of).
+#: 11: descriptions without their bold labels (``**Key insight**:``). 12: an answer kept
+#: holds what is derived with an env's A/A controls keyed in kexp's spelling
+#: (kexp.core.spelling.campaign_key: a control on ROCm-6.2 judges the steps on ROCm 6.2;
+#: nvidia-smi's name of a GPU is its model's).
+LAYOUT = "kexp-cache/12"
+
+#: The FTS table's tokenizer: what a word is, and the term (its Porter stem) it is kept
+#: as (:func:`kexp.storage.cache.index_terms` asks it of a query's words).
+FTS_TOKENIZER = "porter unicode61"
 
 
 _SCHEMA = (
@@ -60,8 +68,9 @@ _SCHEMA = (
     # Cache.post_pending): one row.
     "CREATE TABLE shingle_order (decided INTEGER NOT NULL, posted INTEGER NOT NULL, "
     "record BLOB NOT NULL)",
-    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, numbers, "
-    "tokenize = 'porter unicode61', content = '')",
+    "CREATE VIRTUAL TABLE fts USING fts5(summary, description, insight, operator, code, "
+    f"summary_numbers, insight_numbers, code_numbers, tokenize = '{FTS_TOKENIZER}', "
+    "content = '')",
 )
 
 

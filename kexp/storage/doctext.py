@@ -86,6 +86,16 @@ _CASE_CHANGE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _MEASUREMENT = re.compile(r"[0-9]+(?:\.[0-9]+)+%?|[0-9]+%")
 
 
+#: Sizes written as dimensions (``128x64``, ``32x32x8``): a number each (see
+#: :func:`_spaced_dimensions`); not a hexadecimal literal (``0x10``).
+_DIMENSIONS = re.compile(r"(?<![A-Za-z0-9])(?!0[xX])[0-9]+(?:[xX][0-9]+)+(?![A-Za-z0-9])")
+
+
+#: A bold label a description is laid out with (``**Approach**:``, ``**Key insight:**``):
+#: the template's words, in every experiment, none of its own (see :func:`texts_of`).
+_LABEL = re.compile(r"\*\*[A-Za-z][^*:\n]{0,40}(?::\s*\*\*|\*\*\s*:)")
+
+
 #: Runs of letters and digits already split into words (runs repeat from change to
 #: change), up to this many.
 _RUN_WORDS: dict[str, str] = {}
@@ -118,17 +128,27 @@ def code_words(code_change: str) -> str:
 
 def numbers_of(text: str) -> list[str]:
     """The numbers of a text, as words (:data:`_WORD`) of digits alone, each time it
-    holds them: ``unroll 8``, ``8x``, ``128-bit``, ``num_warps=8``, ``BLOCK_M 64``;
-    not the digits of measurements (:data:`_MEASUREMENT`), nor those of a word
-    (``fp16``, ``float4``)."""
-    return [word for word in _WORD.findall(_MEASUREMENT.sub(" ", text)) if word.isdigit()]
+    holds them: ``unroll 8``, ``8x``, ``128-bit``, ``num_warps=8``, ``BLOCK_M 64``,
+    both of ``128x64``; not the digits of measurements (:data:`_MEASUREMENT`), nor
+    those of a word (``fp16``, ``float4``, ``bf16x2``)."""
+    words = _WORD.findall(_spaced_dimensions(_MEASUREMENT.sub(" ", text)))
+    return [word for word in words if word.isdigit()]
+
+
+def _spaced_dimensions(text: str) -> str:
+    """``text`` with each size written as dimensions (``128x64``) written as its
+    numbers (``128 64``), as :data:`_WORD` would not find them (``128``, ``x64``)."""
+    if "x" not in text and "X" not in text:
+        return text
+    return _DIMENSIONS.sub(lambda found: found[0].replace("x", " ").replace("X", " "), text)
 
 
 def _words_of_normalized(normalized: str) -> str:
     """The distinct words of the changed lines, in order of appearance: the runs of
     ASCII letters and digits, each split where a lower-case letter or a digit meets an
     upper-case one (``warpReduceSum``: warp Reduce Sum), and before digits start a run
-    (``2D`` stays, ``16x`` is 16 and x: what :data:`_WORD` finds)."""
+    (``2D`` stays, ``16x`` is 16 and x: what :data:`_WORD` finds; ``128x64`` is 128 and
+    64: :func:`_spaced_dimensions`)."""
     if not is_matchable(normalized):
         return ""
     lines = [line for line in normalized.split("\n") if line[:1] in ("+", "-")]
@@ -141,7 +161,7 @@ def _words_of_normalized(normalized: str) -> str:
             if run.isascii() and (run.isdigit() or (run.islower() and run[0].isalpha())):
                 words = run  # one word (most runs)
             else:
-                words = " ".join(_WORD.findall(_CASE_CHANGE.sub(" ", run)))
+                words = " ".join(_WORD.findall(_CASE_CHANGE.sub(" ", _spaced_dimensions(run))))
             if len(split_of) >= _RUN_WORDS_SIZE:
                 split_of.clear()
             split_of[run] = words
@@ -191,24 +211,28 @@ def code_of(code_change: str, normalized: str) -> tuple[bytes | None, bytes | No
 
 def texts_of(row: Row, bodies: dict[str, str], normalized: str | None = None) -> tuple[str, ...]:
     """The words of a content's FTS columns: summary, description (with the error
-    message), key insight, operator (with dtype and env), code words (of the code
-    change, or of it ``normalized`` already), and the numbers of the summary, key
-    insight and code words (:func:`numbers_of`; see :func:`fts_phrase`)."""
+    message; without its bold labels, ``**Key insight**:``, which every description
+    repeats: a plan's "keys" is no word of them all), key insight, operator (with dtype
+    and env), code words (of the code change, or of it ``normalized`` already), and the
+    numbers of the summary, of the key insight and of the code words, a column each
+    (:func:`numbers_of`; see :func:`fts_phrase`)."""
     if normalized is None:
         normalized = normalize_code_change(bodies["code_change"])
     description = bodies["detailed_description"]
     insight = key_insight(description)
+    description = _LABEL.sub(" ", description)
     if bodies["error_message"]:
         description += "\n" + bodies["error_message"]
     code = _words_of_normalized(normalized)
-    numbers = [*numbers_of(row.change_summary), *numbers_of(insight), *numbers_of(code)]
     return (
         row.change_summary,
         description,
         insight,
         _CASE_CHANGE.sub(" ", f"{row.operator_sig} {row.dtype_sig} {row.env}"),
         code,
-        " ".join(numbers),
+        " ".join(numbers_of(row.change_summary)),
+        " ".join(numbers_of(insight)),
+        " ".join(word for word in code.split() if word.isdigit()),  # words already
     )
 
 
@@ -238,12 +262,13 @@ def unpacked_texts(packed: bytes) -> tuple[str, ...]:
 
 def fts_phrase(word: str) -> str:
     """The FTS5 phrase a query's word asks for: the word, in any column; a number in
-    the ``numbers`` column alone. Descriptions are full of measurements (``56 -> 64
+    the numbers columns alone. Descriptions are full of measurements (``56 -> 64
     VGPRs``, ``8 waves``): asked in every column, a number is held by nearly every
     experiment and BM25 gives it no weight; in the numbers of summaries, key insights
-    and code (``unroll 8``) it tells the experiments apart."""
+    and code (``unroll 8``) it tells the experiments apart, and weighs as a word of its
+    place."""
     if word.isdigit():
-        return f'numbers : "{word}"'
+        return f'{{summary_numbers insight_numbers code_numbers}} : "{word}"'
     return f'"{word}"'
 
 
@@ -253,7 +278,8 @@ def query_words(text: str) -> list[str]:
     those :func:`numbers_of` finds, each once, in order, at most :data:`MAX_QUERY_TERMS`."""
     words: list[str] = []
     seen: set[str] = set()
-    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", _MEASUREMENT.sub(" ", text))):
+    spaced = _spaced_dimensions(_MEASUREMENT.sub(" ", text))
+    for raw in _WORD.findall(_CASE_CHANGE.sub(" ", spaced)):
         word = raw.lower()
         if word in STOP_WORDS or word in seen:
             continue

@@ -3,18 +3,22 @@
 Two measures, one index:
 
 * **Relevance** (``kexp similar``, :func:`similar`): BM25, as SQLite's FTS5 ranks it
-  (Porter stemming), over six columns of every experiment: its summary, its detailed
-  description (with the error message), its key insight, its operator (with dtype and
+  (Porter stemming), over the columns of every experiment: its summary, its detailed
+  description (with the error message, without the bold labels every description
+  repeats: ``**Key insight**:``), its key insight, its operator (with dtype and
   env), the words of its code change's added and removed lines (identifiers split
   at ``_`` and at case changes, so ``warpReduceSum`` matches "warp reduce"), and the
-  numbers of its summary, key insight and code words (``unroll 8``, ``128-bit``,
-  ``num_warps=8``; not those of measurements: :func:`kexp.storage.doctext.numbers_of`).
+  numbers of its summary, of its key insight and of its code words, a column each
+  (``unroll 8``, ``128-bit``, ``num_warps=8``, both of ``128x64``; not those of measurements:
+  :func:`kexp.storage.doctext.numbers_of`).
   A query's words are lowercased, common English words and the headings every
   description repeats (approach, result, key insight) dropped, and expanded with a few
   synonyms of the trade (:data:`kexp.storage.doctext.SYNONYMS`: LDS and shared memory,
-  warp and wavefront, ...); its numbers are looked for in the numbers column alone
+  warp and wavefront, ...), each term of the index asked once (``tiling`` and ``tiled``
+  are the index's ``tile``); its numbers are looked for in the numbers columns alone
   (:func:`kexp.storage.doctext.fts_phrase`: descriptions hold numbers in nearly every
-  experiment, where BM25 gives them no weight).
+  experiment, where BM25 gives them no weight), weighing :data:`NUMBER_WEIGHT` times a
+  word of their place.
 * **Near-duplicate code changes** (the "tried before" check of a create, and a boost
   for ``similar --diff`` and ``similar ID``): the Jaccard similarity of two changes'
   shingles (:func:`kexp.storage.dedupe.code_shingles`: changed lines with variables renamed,
@@ -82,9 +86,15 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: BM25 weights of the columns: summary, description, key insight, operator, code,
-#: numbers (a query's numbers are asked in it alone: :func:`kexp.storage.doctext.fts_phrase`).
-COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0, 1.0)
+#: How much more a number weighs than a word of its place: a word is matched loosely
+#: (stemmed, with its synonyms), a number exactly, and only where it names a setting
+#: (``BLOCK_N 128 -> 256``, ``unroll 8``; the numbers of measurements are not kept).
+NUMBER_WEIGHT = 2.0
+#: BM25 weights of the columns: summary, description, key insight, operator, code; then
+#: the numbers of the summary, of the key insight and of the code, each
+#: :data:`NUMBER_WEIGHT` times its place's (a query's numbers are asked in them alone:
+#: :func:`kexp.storage.doctext.fts_phrase`).
+COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 1.0, *(NUMBER_WEIGHT * w for w in (3.0, 2.0, 1.0)))
 #: How much a near-duplicate's similarity adds to its relevance (the best text match
 #: scores 1.0).
 NEAR_DUPLICATE_WEIGHT = 2.0
@@ -297,9 +307,15 @@ class Search(Index):
         return {doc: rows for doc, rows in found.items() if rows}
 
     def telling_words(self, words: Sequence[str]) -> list[str]:
-        """The words of a query worth asking for: those some experiment holds, without
+        """The words of a query worth asking for: the first of those the index keeps as
+        one term (a word and its synonyms stemmed alike, ``tile`` and ``tiling``, count
+        once: :func:`kexp.storage.cache.index_terms`), those some experiment holds, without
         the too common ones (see :data:`COMMON_SHARE`), in alphabetical order."""
-        held = {w: n for w, n in self._cache.word_counts(list(dict.fromkeys(words))).items() if n}
+        from kexp.storage.cache import index_terms
+
+        terms = index_terms(words)
+        once = list({terms[word]: word for word in reversed(words)}.values())  # the first
+        held = {w: n for w, n in self._cache.word_counts(once).items() if n}
         rarest = sorted(held, key=lambda w: (held[w], w))
         limit = max(COMMON_MIN, COMMON_SHARE * self.count())
         kept = rarest[:RAREST_KEPT] + [w for w in rarest[RAREST_KEPT:] if held[w] <= limit]

@@ -6,7 +6,7 @@ Run it from the repository root, with kexp installed::
     python tests/retrieval/evaluate.py            # the figures, as a Markdown table
     python tests/retrieval/evaluate.py --misses   # and every pair that missed
 
-The fixture: ``corpus.yaml`` (43 experiments on eight kernels, written by hand) becomes a
+The fixture: ``corpus.yaml`` (46 experiments on nine kernels, written by hand) becomes a
 store in a temporary folder, with 1,000 experiments of the benchmark's generator
 (``bench/generate.py``: the same kernels and techniques) as distractors. ``pairs.yaml``
 holds labelled pairs (a query and an experiment): the same idea in other words (a
