@@ -15,6 +15,7 @@ from pathlib import Path
 
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, record, remote_ids
+from test_sync_landed import land
 
 from kexp import Store
 from kexp.storage.sync import sync
@@ -196,3 +197,38 @@ def test_code_held_back_is_not_up_to_date_and_the_advice_works(tmp_path: Path) -
     assert git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
     again = json.loads(run_kexp("sync", "--json", cwd=alice).stdout)
     assert again["up_to_date"] is True and again["held_back"] == [], again
+
+
+def test_a_squash_merged_pull_requests_code_commit_is_said_before_and_when_pushed(
+    tmp_path: Path,
+) -> None:
+    """Alice commits a kernel change on main, records it (its base commit) and publishes
+    with ``--branch``; main gains another pull request's code; the lead squash-merges
+    hers; ``kexp sync`` on main (the documented step) merges and pushes her pre-squash
+    commit (it adds nothing to main's files, and her experiment's base commit resolves
+    on main). The push merged main in, and git's history simplification hid the commit
+    behind the merge: nothing said it. Now the dry run says it before, and the sync when
+    it pushes, naming the commit."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    change = commit_code(alice, "// online softmax\n", "softmax: online softmax")
+    exp = record(alice, git(alice, "rev-parse", "HEAD"), "Online softmax - +15%", score=1.15)
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    (bob / "other.cu").write_text("// another pull request's kernel\n")
+    git(bob, "add", "other.cu")
+    git(bob, "commit", "-q", "-m", "another pull request")
+    git(bob, "push", "-q", "origin", "main")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")
+    kernel = git(remote, "show", "main:kernel.cu")
+
+    git(alice, "fetch", "-q")  # a dry run knows the remote's commits as last fetched
+    planned = run_kexp("sync", "--dry-run", cwd=alice)
+    assert planned.returncode == 0, planned.stderr
+    assert f"{change} softmax: online softmax" in planned.stdout, planned.stdout
+    assert "with no change to them in the end" in planned.stdout, planned.stdout
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert f"{change} softmax: online softmax" in done.stdout, done.stdout
+    assert "with no change to them in the end" in done.stdout, done.stdout
+    assert git(remote, "show", "main:kernel.cu") == kernel  # no change to main's code
+    assert remote_ids(remote, "main") == [exp.id]

@@ -112,7 +112,8 @@ class SyncResult:
     held_back: tuple[str, ...] = ()
     #: The commits pushed to the remote's default branch that change files outside
     #: ``experiments/`` with no change to them in the end (reverted, or squashed
-    #: there already): the remote's other files are as they were.
+    #: there already): the remote's other files are as they were (a dry run: that
+    #: the push would carry, as last fetched).
     carried: tuple[str, ...] = ()
     #: The experiment files held back from the remote's default branch, by side branch:
     #: published there by this clone, the branch deleted since, not landed (a pull
@@ -249,12 +250,7 @@ class SyncResult:
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
             )
             found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
-            if self.carried:
-                found.append(
-                    f"  {len(self.carried)} of them change files outside experiments/, with "
-                    "no change to them in the end (reverted, or there already): "
-                    + listing(list(self.carried))
-                )
+            found += self._carried_lines()
             if self.unexplained:
                 found.append(
                     f"warning: published {len(self.unexplained)} score(s) changed with no "
@@ -294,6 +290,17 @@ class SyncResult:
             )
         return f"up to date with {self.remote}/{self.branch}: nothing to commit or push"
 
+    def _carried_lines(self) -> list[str]:
+        """The code commits a push to the default branch carries (none: no line)."""
+        if not self.carried:
+            return []
+        return [
+            f"  {len(self.carried)} of them change files outside experiments/, with no "
+            "change to them in the end (reverted, or there already: squash-merged or "
+            "cherry-picked), carried into its history (so that an experiment's base commit "
+            f"among them resolves there): {listing(list(self.carried))}"
+        ]
+
     def _held_back_line(self, pushed: str) -> str:
         return (
             f"{pushed} nothing: {self.branch} holds {len(self.held_back)} commit(s) changing "
@@ -320,6 +327,7 @@ class SyncResult:
             found.append(f"would merge in what {where} gained")
         if self.would_push:
             found.append(f"would push {self.commits_to_push} commit(s) to {where}")
+            found += self._carried_lines()
         if self.held_back:  # with experiments to publish, the sync stops there
             stops = self.committed or self.removed
             found.append(
