@@ -316,12 +316,12 @@ def _sync(
         carry: list[str] = []
         if step.push and tip and known and target == view.default():
             code = gitdivergence.code_brought(repo, known, tip, folder)
-            carry = gitdivergence.commits_outside(repo, tip, known, folder)
+            carry = [] if code else gitdivergence.commits_outside(repo, tip, known, folder)
         aside = kept_there(location, remote, target, None if in_checkout else known or tip)
         return SyncResult(  # a dry run merges, pushes and makes nothing: it would
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
-            carried=() if code else tuple(carry), kept_back=aside[0],
+            carried=tuple(carry), kept_back=aside[0],
             kept_back_advice=aside[1], taken_in=tuple(brought), unlanded=held_unlanded,
             would_merge=step.merge, would_push=step.push and not code,
             commits_to_push=0 if code else step.commits,
