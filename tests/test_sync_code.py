@@ -270,3 +270,27 @@ def test_code_commits_a_push_of_experiments_carries_behind_a_merge_are_said(
     assert change in done.stdout and "with no change to them in the end" in done.stdout
     assert git(remote, "show", "main:kernel.cu") == kernel  # no change to main's code
     assert sorted(remote_ids(remote, "main")) == sorted([first, exp.id])
+
+
+def test_code_history_left_off_main_only_where_its_push_changes_no_file(
+    tmp_path: Path,
+) -> None:
+    """Alice publishes an experiment for review (``--branch``), commits it on main by
+    hand, and commits a kernel change and its revert: origin/main lacks the experiment
+    (only her side branch holds it), so the push changes a file there and is no code
+    history alone: it is not left off (``git reset --keep origin/main`` would take the
+    file out of her working tree, not "no file changes"), as without the code commits."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, git(alice, "rev-parse", "HEAD"), "Online softmax - +15%", score=1.15)
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "the experiment, by hand")
+    change = commit_code(alice, "// persistent grid\n", "softmax: persistent grid")
+    git(alice, "revert", "--no-edit", "HEAD")
+    done = run_kexp("sync", "--json", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["left_off"] == [], data
+    assert data["pushed"] and any(change in c for c in data["carried"]), data
+    assert remote_ids(remote, "main") == [exp.id]

@@ -314,11 +314,12 @@ def _sync(
         )  # fmt: skip
         code: list[str] = []
         carry: list[str] = []
+        alone = False
         if step.push and tip and known and target == view.default():
             code = gitdivergence.code_brought(repo, known, tip, folder)
             carry = [] if code else gitdivergence.commits_outside(repo, tip, known, folder)
-        # Code history alone (squash-merged, or reverted), no experiment: no push.
-        alone = bool(carry) and not unmade and not view.lacks(tip or "", besides=None)
+            # Code history alone (squash-merged, or reverted), no file changed: no push.
+            alone = bool(carry) and not unmade and not _changes(repo, tip, known, folder)
         aside = kept_there(location, remote, target, None if in_checkout else known or tip)
         return SyncResult(  # a dry run merges, pushes and makes nothing: it would
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
@@ -379,8 +380,8 @@ def _sync(
                 held = _hold_back(view, remote, target, folder, local, code, merged)
                 break
             carried = tuple(gitdivergence.commits_outside(repo, local, remote_tip, folder))
-            if carried and not view.lacks(local, besides=None):
-                break  # code history alone, no experiment to publish: left off (said)
+            if carried and not _changes(repo, local, remote_tip, folder):
+                break  # code history alone, no file changed: left off (said)
         tried += 1
         try:
             outcome = gitremotes.push_branch(repo, remote, local, target)
@@ -436,6 +437,12 @@ def _sync(
         unexplained=unexplained_scores(store, remote_tip, local) if pushed else (),
         on_remote=pushed or remote_tip is not None,
     )  # fmt: skip
+
+
+def _changes(repo: Any, tip: str, remote_tip: str, folder: str) -> bool:
+    """Whether pushing ``tip`` (merged with ``remote_tip`` first, when it is not its
+    descendant; its code ``remote_tip``'s) changes an experiment file there."""
+    return bool(gitdivergence.unpublished_paths(repo, tip, [remote_tip], folder))
 
 
 def _hold_back(
