@@ -15,6 +15,7 @@ from pathlib import Path
 
 from conftest import git, run_kexp
 from test_sync import clone, make_remote, record, remote_ids
+from test_sync_landed import land
 
 from kexp import Store
 from kexp.storage.sync import sync
@@ -196,3 +197,100 @@ def test_code_held_back_is_not_up_to_date_and_the_advice_works(tmp_path: Path) -
     assert git(remote, "rev-parse", "main") == git(alice, "rev-parse", "HEAD")
     again = json.loads(run_kexp("sync", "--json", cwd=alice).stdout)
     assert again["up_to_date"] is True and again["held_back"] == [], again
+
+
+def squash_merged_with_code_on_main(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    """Alice commits a kernel change on main, records it (its base commit) and publishes
+    with ``--branch``; main gains another pull request's code; the lead squash-merges
+    hers. (the remote, Alice's clone, her commit as ``hash subject``, her experiment)"""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = clone(remote, tmp_path / "alice"), clone(remote, tmp_path / "bob")
+    change = commit_code(alice, "// online softmax\n", "softmax: online softmax")
+    exp = record(alice, git(alice, "rev-parse", "HEAD"), "Online softmax - +15%", score=1.15)
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    (bob / "other.cu").write_text("// another pull request's kernel\n")
+    git(bob, "add", "other.cu")
+    git(bob, "commit", "-q", "-m", "another pull request")
+    git(bob, "push", "-q", "origin", "main")
+    land(remote, tmp_path / "forge", "kexp/alice", "squashed")
+    git(alice, "fetch", "-q")  # a dry run knows the remote's commits as last fetched
+    return remote, alice, f"{change} softmax: online softmax", exp.id
+
+
+def test_a_squash_merged_pull_requests_code_commit_is_left_off_main(tmp_path: Path) -> None:
+    """Trial R, R04: after the squash merge, ``kexp sync`` on main (the documented step)
+    merged main in and pushed her pre-squash commit to main, silently (git's history
+    simplification hid it behind the merge), though it published no experiment: a
+    squash-merging team's main got the unreviewed commit. Now nothing is pushed; the
+    dry run and the sync name the commit and the way on, which, run as written, moves
+    her main to origin/main, no file changed, and the next sync is up to date."""
+    remote, alice, change, _ = squash_merged_with_code_on_main(tmp_path)
+    main = git(remote, "rev-parse", "main")
+    planned = run_kexp("sync", "--dry-run", cwd=alice)
+    assert planned.returncode == 0, planned.stderr
+    assert change in planned.stdout and "commit(s) to origin/main" not in planned.stdout
+    done = run_kexp("sync", "--json", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert git(remote, "rev-parse", "main") == main  # nothing pushed
+    data = json.loads(done.stdout)
+    assert data["left_off"] == [change] and not data["pushed"] and not data["up_to_date"]
+    said = run_kexp("sync", cwd=alice).stdout  # (the merge made: said again, no push)
+    assert change in said and "pushed nothing" in said, said
+    assert git(remote, "rev-parse", "main") == main
+    files = {p: (alice / p).read_bytes() for p in git(alice, "ls-files").splitlines()}
+    advised = re.search(r"\((git reset --keep [^:)]+)", said)
+    assert advised, said
+    moved = subprocess.run(shlex.split(advised.group(1)), cwd=alice,
+                           capture_output=True, text=True)  # fmt: skip
+    assert moved.returncode == 0, moved.stderr
+    assert git(alice, "rev-parse", "HEAD") == main
+    assert {p: (alice / p).read_bytes() for p in files} == files  # no file changed
+    assert git(alice, "status", "--porcelain") == ""
+    again = json.loads(run_kexp("sync", "--json", cwd=alice).stdout)
+    assert again["up_to_date"] is True and again["left_off"] == [], again
+
+
+def test_code_commits_a_push_of_experiments_carries_behind_a_merge_are_said(
+    tmp_path: Path,
+) -> None:
+    """After the squash merge Alice records another experiment and syncs on main: the
+    push publishes it, merged with main, and carries her pre-squash commit (it adds
+    nothing to main's files; her first experiment's base commit resolves on main). The
+    note that says so was silent behind the merge; now the dry run says it before, and
+    the sync when it pushes."""
+    remote, alice, change, first = squash_merged_with_code_on_main(tmp_path)
+    kernel = git(remote, "show", "main:kernel.cu")
+    exp = record(alice, git(alice, "rev-parse", "HEAD"), "Two-pass softmax - -3%", score=0.97)
+    planned = run_kexp("sync", "--dry-run", cwd=alice)
+    assert planned.returncode == 0, planned.stderr
+    assert change in planned.stdout, planned.stdout
+    assert "with no change to them in the end" in planned.stdout, planned.stdout
+    done = run_kexp("sync", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    assert change in done.stdout and "with no change to them in the end" in done.stdout
+    assert git(remote, "show", "main:kernel.cu") == kernel  # no change to main's code
+    assert sorted(remote_ids(remote, "main")) == sorted([first, exp.id])
+
+
+def test_code_history_left_off_main_only_where_its_push_changes_no_file(
+    tmp_path: Path,
+) -> None:
+    """Alice publishes an experiment for review (``--branch``), commits it on main by
+    hand, and commits a kernel change and its revert: origin/main lacks the experiment
+    (only her side branch holds it), so the push changes a file there and is no code
+    history alone: it is not left off (``git reset --keep origin/main`` would take the
+    file out of her working tree, not "no file changes"), as without the code commits."""
+    remote, _ = make_remote(tmp_path)
+    alice = clone(remote, tmp_path / "alice")
+    exp = record(alice, git(alice, "rev-parse", "HEAD"), "Online softmax - +15%", score=1.15)
+    assert sync(Store(alice), branch="kexp/alice").pushed
+    git(alice, "add", "experiments")
+    git(alice, "commit", "-q", "-m", "the experiment, by hand")
+    change = commit_code(alice, "// persistent grid\n", "softmax: persistent grid")
+    git(alice, "revert", "--no-edit", "HEAD")
+    done = run_kexp("sync", "--json", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["left_off"] == [], data
+    assert data["pushed"] and any(change in c for c in data["carried"]), data
+    assert remote_ids(remote, "main") == [exp.id]

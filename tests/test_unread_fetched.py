@@ -91,3 +91,53 @@ def test_record_without_all_refs_says_what_it_did_not_look_at(
     assert "looked for in this checkout alone" in warned and "all_refs: true" in warned
     assert not any("not read:" in t for t in replies[1])  # read across refs
     assert "all_refs" in INSTRUCTIONS.split("call record", 1)[1]  # not for consult alone
+
+
+def test_the_line_counts_only_the_files_the_packets_filters_read(tmp_path: Path) -> None:
+    """Trial R, R09: a fetched branch held a softmax experiment alone and ``kexp context
+    --operator gemm`` said "not read: 1 ...; read across refs", sending the agent to read
+    again for nothing. Now the line counts the files its operator, dtype and env read (as
+    every filter reads them: ``bf16`` reads ``torch.bfloat16``), in the packet and in the
+    MCP consult tool's answer alike."""
+    remote, _ = make_remote(tmp_path)
+    a = clone(remote, tmp_path / "a")
+    add(a, "Tile 64x64 - +43%", 1.43, "--measured-against", "reference")
+    assert run_kexp("sync", cwd=a, process=True).returncode == 0
+    b = clone(remote, tmp_path / "b")
+    softmax = ("--operator", "kernels/softmax.cu: softmax_fp16", "--dtype", "fp16")
+    add(b, "Online softmax - +15%", 1.15, *softmax, "--measured-against", "reference")
+    assert run_kexp("sync", "--branch", "kexp/b", cwd=b, process=True).returncode == 0
+    git(a, "fetch", "-q", "origin")
+
+    def unread(*asked: str) -> str:
+        text = run_kexp("context", *asked, cwd=a, process=True).stdout
+        return next((line for line in text.splitlines() if line.startswith("not read:")), "")
+
+    assert unread("--operator", "gemm") == "", "nothing on gemm is unread"
+    assert "not read: 1 experiment file(s)" in unread("--operator", "softmax")
+    # B's gemm step in torch's words: read by bf16, not by fp8 nor on another env.
+    add(b, "Split-K 4 - +9%", 1.09, "--dtype", "torch.bfloat16", "--measured-against",
+        "reference")  # fmt: skip
+    assert run_kexp("sync", "--branch", "kexp/b", cwd=b, process=True).returncode == 0
+    git(a, "fetch", "-q", "origin")
+    line = unread("--operator", "gemm", "--dtype", "bf16")
+    assert "not read: 1 experiment file(s)" in line and "(origin/kexp/b: 1)" in line, line
+    assert unread("--operator", "gemm", "--dtype", "fp8") == ""
+    assert unread("--operator", "gemm", "--env", "MI300X") == ""
+    assert "not read: 2 experiment file(s)" in unread("--operator", "kernels/")
+
+    pytest.importorskip("mcp")
+    from test_mcp import Agent, run_agent
+
+    answers: list[str] = []
+
+    async def work(agent: Agent) -> None:
+        for dtype in ("fp8", "bf16"):
+            failed, texts = await agent.call("consult", operator="gemm", dtype=dtype)
+            assert not failed, texts
+            answers.append(texts[0])
+
+    run_agent(a, work)
+    assert "not read:" not in answers[0], answers[0]
+    counted = line.split("; ")[0]  # (the advice in the tools' words: all_refs)
+    assert counted in answers[1] and "all_refs: true" in answers[1], answers[1]

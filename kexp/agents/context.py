@@ -203,7 +203,8 @@ def context(
     header, kept = asked(store, lambda: store.answered(question, gather))
     # What fetched branches hold that a read of the working tree alone did not see: a
     # line of its own, never kept (it changes with a git fetch, not with the files).
-    header = with_unread(header, unread_fetched(store))
+    unread = unread_fetched(store, operator=operator, dtype=dtype or "", env=env or "")
+    header = with_unread(header, unread)
     return fit(header, [Entry(*entry) for entry in kept], budget, output)
 
 

@@ -113,9 +113,11 @@ def code_brought(repo: git.Repo, remote_tip: str, tip: str, folder: str) -> list
 
 def commits_outside(repo: git.Repo, tip: str, base: str, folder: str) -> list[str]:
     """The commits of ``tip`` that ``base`` lacks (merges aside) changing a file outside
-    ``folder`` (a checked name), as ``abbreviated-hash subject``, newest first."""
+    ``folder`` (a checked name), as ``abbreviated-hash subject``, newest first: every
+    one, also behind a merge that left those files as one of its parents had them (a
+    squash merge's branch merged in), which git's history simplification would hide."""
     found = git_command(
-        repo, "log", "--no-merges", "--format=%h %s", tip, "--not", base, "--",
+        repo, "log", "--no-merges", "--full-history", "--format=%h %s", tip, "--not", base, "--",
         f":(top,exclude,literal){folder}",
     ).stdout  # fmt: skip
     return found.splitlines()

@@ -312,19 +312,23 @@ def _sync(
             in_checkout=in_checkout, had_branch=had_branch,
             gained=known != view.listed().get(target),
         )  # fmt: skip
-        code = (
-            gitdivergence.code_brought(repo, known, tip, folder)
-            if step.push and tip and known and target == view.default()
-            else []
-        )
+        code: list[str] = []
+        carry: list[str] = []
+        alone = False
+        if step.push and tip and known and target == view.default():
+            code = gitdivergence.code_brought(repo, known, tip, folder)
+            carry = [] if code else gitdivergence.commits_outside(repo, tip, known, folder)
+            # Code history alone (squash-merged, or reverted), no file changed: no push.
+            alone = bool(carry) and not unmade and not _changes(repo, tip, known, folder)
         aside = kept_there(location, remote, target, None if in_checkout else known or tip)
         return SyncResult(  # a dry run merges, pushes and makes nothing: it would
             remote, target, True, tuple(paths), None, False, False, 0, local, 0, 0, left,
             removed=tuple(removed), not_removed=tuple(kept), held_back=tuple(code),
+            carried=() if alone else tuple(carry), left_off=tuple(carry) if alone else (),
             kept_back=aside[0], kept_back_advice=aside[1], taken_in=tuple(brought),
-            unlanded=held_unlanded,
-            would_merge=step.merge, would_push=step.push and not code,
-            commits_to_push=0 if code else step.commits,
+            unlanded=held_unlanded, would_merge=step.merge,
+            would_push=step.push and not (code or alone),
+            commits_to_push=0 if code or alone else step.commits,
             would_make_branch=not had_branch and (tip is not None or bool(unmade)),
             on_remote=known is not None,
         )  # fmt: skip
@@ -376,6 +380,8 @@ def _sync(
                 held = _hold_back(view, remote, target, folder, local, code, merged)
                 break
             carried = tuple(gitdivergence.commits_outside(repo, local, remote_tip, folder))
+            if carried and not _changes(repo, local, remote_tip, folder):
+                break  # code history alone, no file changed: left off (said)
         tried += 1
         try:
             outcome = gitremotes.push_branch(repo, remote, local, target)
@@ -424,12 +430,19 @@ def _sync(
         remote, target, False, tuple(paths), commit, merged, pushed, commits_pushed, local,
         tried, rejected, left, created_branch=not had_branch and local is not None,
         removed=tuple(removed), not_removed=tuple(kept), held_back=held,
-        carried=carried if pushed else (), kept_back=aside[0], kept_back_advice=aside[1],
+        carried=carried if pushed else (), left_off=() if pushed else carried,
+        kept_back=aside[0], kept_back_advice=aside[1],
         taken_in=tuple(brought), unlanded=held_unlanded, fetched=fetched,
         merged_by_field=tuple(sorted(set(by_field))),
         unexplained=unexplained_scores(store, remote_tip, local) if pushed else (),
         on_remote=pushed or remote_tip is not None,
     )  # fmt: skip
+
+
+def _changes(repo: Any, tip: str, remote_tip: str, folder: str) -> bool:
+    """Whether pushing ``tip`` (merged with ``remote_tip`` first, when it is not its
+    descendant; its code ``remote_tip``'s) changes an experiment file there."""
+    return bool(gitdivergence.unpublished_paths(repo, tip, [remote_tip], folder))
 
 
 def _hold_back(

@@ -112,8 +112,14 @@ class SyncResult:
     held_back: tuple[str, ...] = ()
     #: The commits pushed to the remote's default branch that change files outside
     #: ``experiments/`` with no change to them in the end (reverted, or squashed
-    #: there already): the remote's other files are as they were.
+    #: there already): the remote's other files are as they were (a dry run: that
+    #: the push would carry, as last fetched).
     carried: tuple[str, ...] = ()
+    #: The commits of the remote's default branch here that change files outside
+    #: ``experiments/`` with no change to them in the end (squash-merged there, or
+    #: reverted), left off it because the push would publish no experiment: code history
+    #: alone (a dry run: would be).
+    left_off: tuple[str, ...] = ()
     #: The experiment files held back from the remote's default branch, by side branch:
     #: published there by this clone, the branch deleted since, not landed (a pull
     #: request closed unmerged; kept here, uncommitted).
@@ -145,9 +151,11 @@ class SyncResult:
         """Whether this clone is up to date with the remote's branch once the sync is
         done: everything published (a dry run, which does nothing: nothing to commit,
         remove, merge or push now), and nothing waits on the user: no commits held back
-        (``held_back``), no files held back (``unlanded``), none the branch keeps that
-        were removed here (``kept_back``, ``not_removed``)."""
-        waiting = self.held_back or self.unlanded or self.kept_back or self.not_removed
+        (``held_back``) or left off (``left_off``), no files held back (``unlanded``),
+        none the branch keeps that were removed here (``kept_back``, ``not_removed``)."""
+        waiting = (
+            self.held_back or self.left_off or self.unlanded or self.kept_back or self.not_removed
+        )
         return not waiting and (self._idle or not self.dry_run)
 
     @property
@@ -168,7 +176,8 @@ class SyncResult:
         (the MCP tools' words: :func:`kexp.core.advice.for_tools`)."""
         data = dataclasses.asdict(self)
         for key in ("committed", "removed", "not_removed", "kept_back", "left", "held_back",
-                    "carried", "taken_in", "merged_by_field", "unexplained"):  # fmt: skip
+                    "carried", "left_off", "taken_in", "merged_by_field",
+                    "unexplained"):  # fmt: skip
             data[key] = list(getattr(self, key))
         data["unlanded"] = [
             {
@@ -220,6 +229,7 @@ class SyncResult:
             return self._planned_lines() + left + kept
         made = [f"made the branch {self.branch} here"] if self.created_branch else []
         held = [self._held_back_line("pushed")] if self.held_back else []
+        held += [self._left_off_line("pushed")] if self.left_off else []
         unlanded = [u.line(self.remote, self.branch, "held back") for u in self.unlanded]
         if self._idle:
             up = [self._up_to_date_line()]
@@ -249,12 +259,7 @@ class SyncResult:
                 f" after {self.rejected_pushes} rejected push(es)" if self.rejected_pushes else ""
             )
             found.append(f"pushed {self.commits_pushed} commit(s) to {where}{retried}")
-            if self.carried:
-                found.append(
-                    f"  {len(self.carried)} of them change files outside experiments/, with "
-                    "no change to them in the end (reverted, or there already): "
-                    + listing(list(self.carried))
-                )
+            found += self._carried_lines()
             if self.unexplained:
                 found.append(
                     f"warning: published {len(self.unexplained)} score(s) changed with no "
@@ -294,6 +299,28 @@ class SyncResult:
             )
         return f"up to date with {self.remote}/{self.branch}: nothing to commit or push"
 
+    def _carried_lines(self) -> list[str]:
+        """The code commits a push to the default branch carries (none: no line)."""
+        if not self.carried:
+            return []
+        return [
+            f"  {len(self.carried)} of them change files outside experiments/, with no "
+            "change to them in the end (reverted, or there already: squash-merged or "
+            "cherry-picked), carried into its history (so that an experiment's base commit "
+            f"among them resolves there): {listing(list(self.carried))}"
+        ]
+
+    def _left_off_line(self, pushed: str) -> str:
+        where = f"{self.remote}/{self.branch}"
+        return (
+            f"{pushed} nothing: {self.branch} holds {len(self.left_off)} commit(s) changing "
+            f"files outside experiments/ with no change to them in the end ({where} holds "
+            "them squash-merged, or they were reverted) and no experiment to publish: "
+            f"to leave them off {where}, move {self.branch} to it (git reset --keep "
+            f"{where}: no file changes); to push them all the same, git push {self.remote} "
+            f"{self.branch}: {listing(list(self.left_off))}"
+        )
+
     def _held_back_line(self, pushed: str) -> str:
         return (
             f"{pushed} nothing: {self.branch} holds {len(self.held_back)} commit(s) changing "
@@ -320,6 +347,9 @@ class SyncResult:
             found.append(f"would merge in what {where} gained")
         if self.would_push:
             found.append(f"would push {self.commits_to_push} commit(s) to {where}")
+            found += self._carried_lines()
+        if self.left_off:
+            found.append(self._left_off_line("would push"))
         if self.held_back:  # with experiments to publish, the sync stops there
             stops = self.committed or self.removed
             found.append(
@@ -330,7 +360,7 @@ class SyncResult:
         found[:0] = [u.line(self.remote, self.branch, "would hold back") for u in self.unlanded]
         if self.up_to_date:
             found.append(self._up_to_date_line())
-        elif self._idle and self.held_back:
+        elif self._idle and (self.held_back or self.left_off):
             found.insert(0, f"not up to date with {where}, though no experiment is to commit")
         found.append(
             f"(as {self.remote}'s branches are now, their commits as last fetched: the sync "

@@ -2,7 +2,8 @@
 branches added or changed that this checkout has not merged (a teammate's records
 synced to ``origin/kexp/bob``, corrections on ``origin/main`` after ``git fetch``),
 said in one line where a read across refs would see them
-(:func:`kexp.gitops.fetched.fetched_not_merged`: two git processes)."""
+(:func:`kexp.gitops.fetched.fetched_not_merged`: two git processes; a third reads the
+few files the line names when a packet's filters ask which of them it would read)."""
 
 from __future__ import annotations
 
@@ -13,28 +14,45 @@ from kexp.core.advice import READ_ACROSS_REFS
 from kexp.core.errors import KexpError
 from kexp.gitops import git as kgit
 from kexp.gitops.fetched import fetched_not_merged
+from kexp.storage.operators import part_of
+from kexp.storage.rows import VALUE_FIELDS, record_of
 from kexp.storage.sources import EXPERIMENTS_DIR
 
 if TYPE_CHECKING:
+    from kexp.core.settings import Settings
+    from kexp.gitops.git import Worktree
     from kexp.storage.store import Store
 
 #: How many fetched branches the line names, each with its count.
 NAMED_REFS = 3
+#: Where a record's values hold the columns a filter reads.
+_AT = {column: VALUE_FIELDS.index(column) for column in ("operator_sig", "dtype_sig", "env")}
 
 
-def unread_fetched(store: Store) -> str | None:
+def unread_fetched(
+    store: Store, *, operator: str = "", dtype: str = "", env: str = ""
+) -> str | None:
     """One line naming how many experiment files fetched branches hold that ``store``'s
-    read (the working tree alone) did not see, and on which branches; None when it read
-    across refs, or none is fetched, or the store is not in git."""
+    read (the working tree alone) did not see, and on which branches; of those, with
+    ``operator``, ``dtype`` or ``env``, the ones the filters read (:func:`part_of`: their
+    newest versions read, those few blobs alone; one not read as an experiment counts).
+    None when it read across refs, or none is fetched (or read), or the store is not in
+    git."""
     if store.source.places is not None or not store.source.writable:
         return None
     try:
         tree = kgit.find_worktree(store.root)
         relative = Path(store.root).resolve().relative_to(Path(tree.working_tree_dir).resolve())
         folder = (relative / EXPERIMENTS_DIR).as_posix().removeprefix("./")
-        found = fetched_not_merged(tree, folder)
+        fetched = fetched_not_merged(tree, folder)
+        asked = [
+            (c, v) for c, v in (("operator_sig", operator), ("dtype_sig", dtype), ("env", env)) if v
+        ]
+        if asked and fetched:
+            fetched = _read_by(tree, fetched, asked, store.settings)
     except (KexpError, ValueError, OSError):
         return None
+    found = {ref: paths for ref, paths in fetched.items() if paths}
     if not found:
         return None
     ranked = sorted(found.items(), key=lambda item: (-len(item[1]), item[0]))
@@ -45,3 +63,24 @@ def unread_fetched(store: Store) -> str | None:
         f"not read: {total} experiment file(s) added or changed on fetched branches this "
         f"checkout has not merged ({named}{more}); {READ_ACROSS_REFS}"
     )
+
+
+def _read_by(
+    tree: Worktree,
+    fetched: dict[str, dict[str, str]],
+    asked: list[tuple[str, str]],
+    settings: Settings,
+) -> dict[str, dict[str, str]]:
+    """Of ``fetched`` (by branch, each file's blob), the files whose front matter every
+    filter of ``asked`` (column, value) reads; one git process for their blobs."""
+    blobs = sorted({blob for paths in fetched.values() for blob in paths.values()})
+    read: dict[str, bool] = {}
+    for blob, data in kgit.iter_blobs(tree, blobs, max_bytes=settings.max_file_bytes):
+        values = record_of(data, settings)[1] if isinstance(data, bytes) else None
+        read[blob] = values is None or all(
+            part_of(column, value, str(values[_AT[column]] or "")) for column, value in asked
+        )
+    return {
+        ref: {path: blob for path, blob in paths.items() if read.get(blob, True)}
+        for ref, paths in fetched.items()
+    }
