@@ -44,3 +44,17 @@ def test_lessons_say_why_a_step_was_retired(repo: Path) -> None:
     (lesson,) = [x for group in json.loads(done.stdout).values() for x in group
                  if x["id"] == step]  # fmt: skip
     assert lesson["retired"] == WHY, lesson
+
+
+def test_context_says_why_a_step_was_retired(repo: Path) -> None:
+    """The consult step (``kexp context``, its ``--json`` the MCP consult tool's answer)
+    listed the retired step as "failed" with its key insight "build on it", never why."""
+    step = _retired(repo)
+    done = run_kexp("context", "--operator", "csrc/k.cu", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if step[:10] in line)
+    assert lines[at + 1] == f"  retired: {WHY}", done.stdout
+    done = run_kexp("context", "--operator", "csrc/k.cu", "--json", cwd=repo)
+    (failure,) = [f for f in json.loads(done.stdout)["failures"] if f["id"] == step]
+    assert failure["retired"] == WHY and failure["key_insight"].startswith(INSIGHT), failure

@@ -390,6 +390,7 @@ def _gather(
                     error=error if name == "failures" else "",
                     suspect=suspects[row.path],
                     operator_named=len(operators) > 1,
+                    retired=search.retired(row) if name == "failures" else "",
                 )
             )
 

@@ -151,11 +151,13 @@ def experiment_entry(
     error: str = "",
     suspect: Sequence[str] = (),
     operator_named: bool = False,
+    retired: str = "",
 ) -> Entry:
     """One experiment's lines (and data); ``error``: a failure's, shown when no key
     insight says what it taught; ``suspect``: why its measurement is implausible (marked
     as ``kexp top`` marks it, the reasons on the next line); ``operator_named``: the
-    line names its operator (the one asked for matched several)."""
+    line names its operator (the one asked for matched several); ``retired``: why it
+    was retired (said above its key insight, written before it was found wrong)."""
     interval = score_interval(doc)
     score = f"{doc.score:.4f}x"
     if interval is not None:
@@ -194,6 +196,8 @@ def experiment_entry(
         lines.append(f"  why: {cut(derived.drift)}")
     if suspect:  # said once: the near-zero times of every configuration in one reason
         lines.append(f"  suspect: {cut('; '.join(folded(suspect)))}")
+    if retired:
+        lines.append(f"  retired: {cut(retired)}")
     if insight:
         lines.append(f"  insight: {cut(insight)}")
     elif error:
@@ -220,6 +224,8 @@ def experiment_entry(
         data["cumulative_ci"] = list(derived.cumulative_ci)
     if cumulative is None:  # why, as kexp add --json says it
         data["cumulative_reason"] = derived.cumulative_reason
+    if retired:
+        data["retired"] = retired
     if insight:
         data["key_insight"] = insight
     elif error:

@@ -101,7 +101,7 @@ def cut(text: str) -> str:
 
 
 #: What an entry's data says on the lines after its first, left out with them.
-_DETAIL = ("key_insight", "error")
+_DETAIL = ("retired", "key_insight", "error")
 
 
 def fit(header: dict[str, Any], entries: list[Entry], budget: int, output: str) -> Packet:

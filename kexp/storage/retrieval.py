@@ -175,7 +175,7 @@ class Index:
         self._cache = cache
         self._store = store
         self.settings = store.settings
-        self._lessons: dict[bytes, tuple[str, str]] = {}
+        self._lessons: dict[bytes, tuple[str, str, str]] = {}
 
     def _rows_of_keys(self, keys: Iterable[bytes]) -> list[Row]:
         """The current experiments holding each content, in path order."""
@@ -184,25 +184,33 @@ class Index:
     def read_lessons(self, rows: Iterable[Row]) -> None:
         """Read each row's lesson from its file, once (see :meth:`lesson`)."""
         from kexp.format.fileformat import FileFormatError, error_line, parse
+        from kexp.format.notes import retired_reason
 
         wanted = {row.key: row for row in rows if row.key not in self._lessons}
         if wanted:
             items = [(row.path, key) for key, row in wanted.items()]
             datas = self._store.source.bytes_found(items, self.settings)
             for (path, key), data in zip(items, datas, strict=True):
-                insight = error = ""
+                insight = error = retired = ""
                 if data is not None:
                     with contextlib.suppress(FileFormatError):
                         bodies = parse(data, path, fast=True).body_values()
                         insight = key_insight(bodies["detailed_description"])
                         error = error_line(bodies["error_message"])
-                self._lessons[key] = (insight, error)
+                        retired = retired_reason(bodies["detailed_description"])
+                self._lessons[key] = (insight, error, retired)
 
     def lesson(self, row: Row) -> tuple[str, str]:
         """A row's key insight (of its detailed description) and the line of its error
         message that says what went wrong ("" when none)."""
         self.read_lessons([row])
-        return self._lessons.get(row.key, ("", ""))
+        return self._lessons.get(row.key, ("", "", ""))[:2]
+
+    def retired(self, row: Row) -> str:
+        """Why a row's experiment was retired (:func:`kexp.format.notes.retired_reason`;
+        "" when it was not), read with its lesson."""
+        self.read_lessons([row])
+        return self._lessons.get(row.key, ("", "", ""))[2]
 
     def near_duplicates(
         self, shingles: frozenset[int], threshold: float
