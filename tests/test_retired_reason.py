@@ -58,3 +58,27 @@ def test_context_says_why_a_step_was_retired(repo: Path) -> None:
     done = run_kexp("context", "--operator", "csrc/k.cu", "--json", cwd=repo)
     (failure,) = [f for f in json.loads(done.stdout)["failures"] if f["id"] == step]
     assert failure["retired"] == WHY and failure["key_insight"].startswith(INSIGHT), failure
+
+
+def test_a_success_built_on_a_retired_step_is_one_to_port_not_to_avoid(repo: Path) -> None:
+    """A good step built on the step later retired left the ranking with it (its code
+    holds the retired change) and was listed under "Do not repeat (already tried here)",
+    though its own change was never tried on what replaced the retired step: the agent
+    was told to avoid the change it should port next (trial S, finding 09)."""
+    step = _retired(repo)
+    done = run_kexp("add", "--json", "--summary", "Hoist head strides - +4.0%", "--score",
+                    "1.04", "--pid", step, "--measured-against", "parent",
+                    "--description", "**Key insight**: fewer address computations.",
+                    cwd=repo)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    child = json.loads(done.stdout)["id"]
+    done = run_kexp("context", "--operator", "csrc/k.cu", "--json", cwd=repo)
+    packet = json.loads(done.stdout)
+    (success,) = [s for s in packet["successes"] if s["id"] == child]
+    assert success["built_on_retired"] == step, success
+    assert all(child not in group["ids"] for group in packet["do_not_repeat"]), packet
+    text = run_kexp("context", "--operator", "csrc/k.cu", cwd=repo).stdout
+    lines = text.splitlines()
+    at = next(n for n, line in enumerate(lines) if child[:10] in line)
+    assert lines[at + 1].startswith(f"  built on retired {step[:10]}"), text
+    assert "port it onto the current best" in lines[at + 1], text

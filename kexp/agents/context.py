@@ -75,6 +75,7 @@ from kexp.agents.entries import (
     crossed_machines,
     experiment_entry,
     lineage_entries,
+    ported_line,
     repeat_entry,
 )
 from kexp.agents.packet import (
@@ -341,13 +342,10 @@ def _gather(
     ends = dead_end_ids(everything_here, derivation)
     dead = {d.path for d in others if d.id in ends}
     marginal = [d for d in others if outcomes[d.path] == "marginal" and d.path not in dead]
-    successes = [
-        d
-        for d in others
-        if outcomes[d.path] == "improvement"
-        and d.path not in dead
-        and not derivation.built_on_retired(d)  # leaves with the retired step below it
-    ]
+    # A success built on a retired step left the ranking with it (its code holds that
+    # step's change), but its own change was never tried on what replaced it: one to
+    # port, said so, never one "not to repeat".
+    successes = [d for d in others if outcomes[d.path] == "improvement" and d.path not in dead]
 
     def closeness(doc: Row) -> tuple[float, bool]:
         return (-relevance.get(doc.path, 0.0), doc.path not in here_paths)
@@ -375,24 +373,30 @@ def _gather(
         for rank, row in enumerate(found):
             tier = (6 if rank < 3 else 9) if name == "marginal" else (4 if rank < 3 else 8)
             insight, error = search.lesson(row)
-            entries.append(
-                experiment_entry(
-                    name,
-                    row,
-                    insight,
-                    outcomes[row.path],
-                    (tier, rank),
-                    (rank,),
-                    dtype_shown,
-                    env_shown,
-                    derivation.of(row),
-                    short,
-                    error=error if name == "failures" else "",
-                    suspect=suspects[row.path],
-                    operator_named=len(operators) > 1,
-                    retired=search.retired(row) if name == "failures" else "",
-                )
+            entry = experiment_entry(
+                name,
+                row,
+                insight,
+                outcomes[row.path],
+                (tier, rank),
+                (rank,),
+                dtype_shown,
+                env_shown,
+                derivation.of(row),
+                short,
+                error=error if name == "failures" else "",
+                suspect=suspects[row.path],
+                operator_named=len(operators) > 1,
+                retired=search.retired(row) if name == "failures" else "",
             )
+            on_retired = derivation.built_on_retired(row) if name == "successes" else ""
+            if on_retired:
+                entry = dataclasses.replace(
+                    entry,
+                    lines=(entry.lines[0], ported_line(short(on_retired)), *entry.lines[1:]),
+                    data={**entry.data, "built_on_retired": on_retired},
+                )
+            entries.append(entry)
 
     # Each experiment once: what is listed above is not repeated in "do not repeat".
     listed = on_lineage | {d.path for found in chosen.values() for d in found}

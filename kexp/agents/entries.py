@@ -136,6 +136,16 @@ def crossed_line(crossed: dict[str, Any], short: Callable[[str], str]) -> str:
     )
 
 
+def ported_line(retired: str) -> str:
+    """The line a success built on a retired step (``retired``, its id as shown) says
+    under its first: its change is one to port, never measured on what replaced that
+    step."""
+    return (
+        f"  built on retired {retired}: its change was never measured without that step; "
+        "port it onto the current best and measure it there"
+    )
+
+
 def experiment_entry(
     section: str,
     doc: Row,
