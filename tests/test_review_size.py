@@ -1,0 +1,116 @@
+"""``kexp review`` of a big branch: a comment a reviewer and a forge can use. What to act
+on comes first, and ``--max-chars`` holds it to a forge's limit whole-sectioned: each long
+section lists its first entries and says how many more there are, and the command that
+shows them all (an agent's branch that edits thousands of files made a 3.2 MB comment,
+which the CI workflow cut at 65,000 characters, before its Validation section)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO_ROOT, experiment_fields, git, run_kexp
+
+from kexp import Store
+from kexp.review.build import render_markdown, review
+from tests.test_review import code_blocks, table_rows
+
+#: Experiments the branch corrects (each summary edited by hand, as a script would).
+CORRECTED = 240
+OPERATORS = [f"csrc/kernels/op{n}.cu: kernel{n}" for n in range(12)]
+
+
+@pytest.fixture
+def mass_edit(repo: Path, store: Store) -> tuple[Path, str]:
+    """main holds CORRECTED experiments; the branch agent/mass appends " [mass]" to
+    every summary, which makes one of them too long (an invalid file)."""
+    made = [
+        store.create_experiment(
+            **experiment_fields(
+                change_summary=f"Step {n} of a campaign - +{n % 9}.00%",
+                score=1.0 + (n % 9) / 100,
+                operator_sig=OPERATORS[n % len(OPERATORS)],
+            )
+        )
+        for n in range(CORRECTED)
+    ]
+    git(repo, "add", "-A", "experiments")
+    git(repo, "commit", "-q", "-m", "experiments on main")
+    git(repo, "checkout", "-q", "-b", "agent/mass")
+    long = made[CORRECTED // 2]
+    for exp in made:
+        path = store.get_experiment(exp.id).path
+        text = path.read_text(encoding="utf-8")
+        tail = " [mass]" + ("x" * 80 if exp is long else "")
+        edited = re.sub(r"(?m)^(change_summary: .*)$", r"\g<1>" + tail, text)
+        path.write_text(edited, encoding="utf-8")
+    git(repo, "commit", "-q", "-am", "mass edit")
+    return repo, long.id
+
+
+def test_a_big_review_held_to_max_chars_keeps_validation_and_counts_the_rest(
+    mass_edit: tuple[Path, str],
+) -> None:
+    repo, invalid = mass_edit
+    bound = 9_000
+    result = run_kexp("review", "main", "agent/mass", "--max-chars", str(bound), cwd=repo)
+    assert result.returncode == 0, result.stderr
+    comment = result.stdout
+    assert len(comment) <= bound
+    assert f"0 added · {CORRECTED} corrected · 0 removed" in comment
+    # What to act on first: the validation error, before the experiments.
+    assert "❌ 1 validation error(s)" in comment
+    validation = comment.index("### Validation")
+    assert validation < comment.index(f"### Corrected ({CORRECTED})")
+    problems = next(text for _, text in code_blocks(comment[validation:]))
+    assert invalid in problems and "change_summary" in problems
+    # Whole sections: every fence closed, each cut section counts what it leaves out and
+    # names the command that prints it all.
+    code_blocks(comment)
+    everything = "`kexp review main agent/mass --max-chars 0` shows them all."
+    rows = [row for row in table_rows(comment) if row[0].startswith("`")]
+    assert rows[0][0] == f"`{invalid}`"  # the invalid file heads the table
+    listed = f"*… and {CORRECTED - len(rows)} more corrected experiment(s) not listed: "
+    assert 0 < len(rows) < CORRECTED and listed + everything in comment
+    detailed = comment.count("\n#### ")
+    assert f"*… and {CORRECTED - detailed} more correction(s) not detailed: " in comment
+    assert "### Lineage" in comment
+    # The command it names prints everything.
+    whole = run_kexp("review", "main", "agent/mass", "--max-chars", "0", cwd=repo).stdout
+    assert len(whole) > bound and "more corrected" not in whole and " shows them all" not in whole
+    assert len([row for row in table_rows(whole) if row[0].startswith("`")]) == CORRECTED
+    assert whole.count("\n#### ") == CORRECTED
+    # By default the comment fits a GitHub comment (65,536 characters) all the same.
+    default = run_kexp("review", "main", "agent/mass", cwd=repo).stdout
+    assert len(default) <= 60_000 and "### Validation" in default
+
+
+def test_a_bound_keeps_every_section_the_whole_review_has(mass_edit: tuple[Path, str]) -> None:
+    repo, _ = mass_edit
+    result = review(Store(repo), "main", "agent/mass")
+    whole = render_markdown(result)
+    titles = re.findall(r"(?m)^###? .*$", whole)
+    for bound in (2_000, 6_000, 20_000):
+        comment = render_markdown(result, max_chars=bound)
+        assert re.findall(r"(?m)^###? .*$", comment) == titles
+        assert len(comment) <= bound
+        code_blocks(comment)
+    assert render_markdown(result, max_chars=len(whole)) == whole
+
+
+def test_the_example_workflow_posts_a_review_that_fits_a_comment_and_a_job_summary(
+    mass_edit: tuple[Path, str],
+) -> None:
+    repo, invalid = mass_edit
+    workflow = yaml.safe_load((REPO_ROOT / "docs" / "github-workflow.yml").read_text("utf-8"))
+    (job,) = workflow["jobs"].values()
+    step = next(s for s in job["steps"] if s.get("id") == "review")
+    (line,) = [x.strip() for x in step["run"].splitlines() if x.strip().startswith("kexp review")]
+    args = shlex.split(line.split(">")[0].replace("$BASE", "main"))[1:]
+    comment = run_kexp(*args, cwd=repo).stdout  # HEAD: the branch, as the merge would land
+    assert len(comment) <= 65_536 and len(comment.encode("utf-8")) < 1_048_576
+    assert "### Validation" in comment and invalid in comment
+    assert "shows them all." in comment
