@@ -16,11 +16,13 @@ from conftest import REPO_ROOT, experiment_fields, git, run_kexp
 
 from kexp import Store
 from kexp.review.build import render_markdown, review
+from kexp.review.fit import FIRST_ENTRIES
 from tests.test_review import code_blocks, table_rows
 
 #: Experiments the branch corrects (each summary edited by hand, as a script would).
 CORRECTED = 240
 OPERATORS = [f"csrc/kernels/op{n}.cu: kernel{n}" for n in range(12)]
+UNKNOWN = "3cb287108dd8007b18b62e1b91a98b7fd31717d5"
 
 
 def mass_edit_branch(repo: Path, store: Store, count: int, every: int = 1) -> str:
@@ -48,6 +50,9 @@ def mass_edit_branch(repo: Path, store: Store, count: int, every: int = 1) -> st
         text = path.read_text(encoding="utf-8")
         tail = " [mass]" + ("x" * 80 if exp is long else "")
         edited_text = re.sub(r"(?m)^(change_summary: .*)$", r"\g<1>" + tail, text)
+        # made on a commit the repository lacks: a warning each, as a mass edit of an
+        # old store gets (base-commit-unknown)
+        edited_text = re.sub(r"(?m)^base_commit: .*$", f"base_commit: {UNKNOWN}", edited_text)
         path.write_text(edited_text, encoding="utf-8")
     git(repo, "commit", "-q", "-am", "mass edit")
     return long.id
@@ -63,18 +68,22 @@ def test_a_big_review_held_to_max_chars_keeps_validation_and_counts_the_rest(
     mass_edit: tuple[Path, str],
 ) -> None:
     repo, invalid = mass_edit
-    bound = 9_000
+    bound = 15_000
     result = run_kexp("review", "main", "agent/mass", "--max-chars", str(bound), cwd=repo)
     assert result.returncode == 0, result.stderr
     comment = result.stdout
     assert len(comment) <= bound
     assert f"0 added · {CORRECTED} corrected · 0 removed" in comment
     # What to act on first: the validation error, before the experiments.
-    assert "❌ 1 validation error(s)" in comment
+    assert f"❌ 1 validation error(s), {CORRECTED} warning(s)" in comment
     validation = comment.index("### Validation")
     assert validation < comment.index(f"### Corrected ({CORRECTED})")
     problems = next(text for _, text in code_blocks(comment[validation:]))
-    assert invalid in problems and "change_summary" in problems
+    assert problems.startswith("experiments/") and invalid in problems.splitlines()[0]
+    assert "error[" in problems.splitlines()[0] and "change_summary" in problems
+    # A warning a file (its base commit unknown here) leaves room for the experiments.
+    shown = problems.count("warning[base-commit-unknown]")
+    assert f"*… and {CORRECTED - shown} more problem(s): " in comment
     # Whole sections: every fence closed, each cut section counts what it leaves out and
     # names the command that prints it all.
     code_blocks(comment)
@@ -82,7 +91,8 @@ def test_a_big_review_held_to_max_chars_keeps_validation_and_counts_the_rest(
     rows = [row for row in table_rows(comment) if row[0].startswith("`")]
     assert rows[0][0] == f"`{invalid}`"  # the invalid file heads the table
     listed = f"*… and {CORRECTED - len(rows)} more corrected experiment(s) not listed: "
-    assert 0 < len(rows) < CORRECTED and listed + everything in comment
+    assert FIRST_ENTRIES < len(rows) < CORRECTED and listed + everything in comment
+    assert shown < len(rows)  # the experiments before a warning on each of them
     detailed = comment.count("\n#### ")
     assert f"*… and {CORRECTED - detailed} more correction(s) not detailed: " in comment
     assert "### Lineage" in comment

@@ -38,12 +38,15 @@ class Listing:
 Part = str | Listing
 
 
-def fit(parts: Sequence[Part], max_chars: int | None, first: Sequence[Listing]) -> str:
+def fit(
+    parts: Sequence[Part], max_chars: int | None, plan: Sequence[tuple[Listing, int | None]]
+) -> str:
     """``parts`` (fixed text, or listings) joined by blank lines, whole; with
     ``max_chars``, each listing cut to its first entries so that the text holds at most
     ``max_chars`` characters where it can (the fixed parts, and each listing's count of
-    what it leaves out, are always there). Room goes to the listings in the order of
-    ``first``: up to :data:`FIRST_ENTRIES` each, then as many as fit."""
+    what it leaves out, are always there). Room goes first to :data:`FIRST_ENTRIES` of
+    each listing, in the order of ``plan``; then to each step of ``plan`` in turn: a
+    listing and how many of its entries it may show by then (None: all)."""
     listings = [part for part in parts if isinstance(part, Listing)]
     for listing in listings:
         listing.shown = len(listing.items)
@@ -55,16 +58,16 @@ def fit(parts: Sequence[Part], max_chars: int | None, first: Sequence[Listing]) 
     sizes = {id(listing): _size(listing, 0) for listing in listings}
     fixed = len(_join([part for part in parts if not isinstance(part, Listing)]))
     used = fixed + sum(sizes.values())
-    for quota in (FIRST_ENTRIES, None):
-        for listing in first:
-            top = len(listing.items) if quota is None else min(len(listing.items), quota)
-            room = max_chars - used + sizes[id(listing)]
-            shown = _most(listing, listing.shown, top, room)
-            if shown != listing.shown:
-                listing.shown = shown
-                size = _size(listing, shown)
-                used += size - sizes[id(listing)]
-                sizes[id(listing)] = size
+    first = [(listing, FIRST_ENTRIES) for listing in dict.fromkeys(step for step, _ in plan)]
+    for listing, cap in [*first, *plan]:
+        top = len(listing.items) if cap is None else min(len(listing.items), cap)
+        room = max_chars - used + sizes[id(listing)]
+        shown = _most(listing, listing.shown, top, room)
+        if shown != listing.shown:
+            listing.shown = shown
+            size = _size(listing, shown)
+            used += size - sizes[id(listing)]
+            sizes[id(listing)] = size
     return _join(parts)
 
 

@@ -273,7 +273,12 @@ def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
         f"<sub>kexp review: {head} compared with {md_code(result.base)} (merge base "
         f"{md_code(result.merge_base[:12])}{tip}).</sub>"
     )
-    return fit(parts, max_chars, [headline, problems, store, *tables, *details])
+    # Room: the headline, the errors, the tables, then the warnings and the details.
+    errors = sum(p.severity == "error" for p in result.file_problems)
+    plan = [(headline, None), (problems, errors), (store, None)]
+    plan += [(table, None) for table in tables]
+    plan += [(problems, None)] + [(detail, None) for detail in details]
+    return fit(parts, max_chars, plan)
 
 
 _GAP = "\n\n"
