@@ -166,3 +166,24 @@ def test_a_review_of_many_campaigns_derives_and_reads_them_together(
     campaigns = {(e.operator_sig, e.dtype_sig, e.env) for e in result.corrected}
     assert len(campaigns) == len(OPERATORS)
     assert len(derivations) <= 4 and len(reads) <= 4, (derivations, reads)
+
+
+def test_a_summary_edit_moves_no_best_between_tied_experiments(repo: Path, store: Store) -> None:
+    """Two steps tied for a campaign's best: the one listed first is its best, before
+    and after a branch that only edits its summary (the merge base's side listed the
+    corrected files last, and called the other one the best before: a "Best changed"
+    line on every campaign of a mass edit)."""
+    first, second = (
+        store.create_experiment(**experiment_fields(change_summary=f"Tied step {n} - +5%"))
+        for n in (1, 2)
+    )
+    git(repo, "add", "-A", "experiments")
+    git(repo, "commit", "-q", "-m", "two tied steps")
+    paths = sorted(str(store.get_experiment(e.id).path) for e in (first, second))
+    git(repo, "checkout", "-q", "-b", "agent/mass")
+    path = Path(paths[0])  # the one listed first
+    path.write_text(path.read_text("utf-8").replace("- +5%", "- +5% [mass]"), "utf-8")
+    git(repo, "commit", "-q", "-am", "mass edit")
+    result = review(Store(repo), "main", "agent/mass")
+    assert len(result.corrected) == 1 and result.best_changes == []
+    assert "Best changed" not in render_markdown(result)

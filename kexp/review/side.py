@@ -349,7 +349,8 @@ def sides(
     facts = [item for item in scan.valid if item.path not in changed_now] + valid(before)
     if on_base is not None:
         facts = [item for item in facts if item.path not in gone] + valid(on_tip.values())
-        facts.sort(key=_listed)  # as the tip lists them (ties of the best go to the first)
+    if before or on_base is not None:
+        facts.sort(key=_listed)  # as the store lists them (ties of the best go to the first)
     # The tip's versions of what the branch corrects or removes (those it left alone).
     was: dict[str, CheckedFile] = {}
     for item in [c.before for c in [*kept.modified, *kept.removed] if c.before is not None]:
