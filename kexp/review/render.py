@@ -242,7 +242,8 @@ def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
         what = f"{title.lower()} experiment(s)"
         parts.append(f"### {title} ({len(entries)})")
         table = _listing(_table_rows(entries), _table_of, f"{what} not listed", everything)
-        measured = _listing(_measurements(entries), _measured_with, "measured with", everything)
+        notes = _measurements(entries)
+        measured = _listing(notes, _measured_with, "measurement note(s)", everything)
         tables.append(table)
         details.append(measured)
         parts += [table, measured]
@@ -314,13 +315,13 @@ def _listing(
     return Listing(items, render)
 
 
-#: The order in which a section lists its experiments: what a reviewer must act on
-#: first (invalid, suspect, a score changed without a reason, a new best, a failure).
+#: The outcomes a section lists before the other valid experiments (a failure).
 _FAILURES = frozenset({"regression", "interference", "buggy", "failed"})
 
 
 def _first_to_act_on(entries: Sequence[ReviewedExperiment]) -> list[ReviewedExperiment]:
-    """``entries``, those a reviewer must act on first, else in their order."""
+    """``entries``, those a reviewer must act on first (invalid, suspect, a score changed
+    without a reason, a new best, a failure), else in their order."""
 
     def urgency(entry: ReviewedExperiment) -> int:
         if not entry.valid:
