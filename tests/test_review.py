@@ -848,6 +848,13 @@ def test_example_ci_workflow_validates_reviews_and_fetches_full_history() -> Non
     post = next(s for s in job["steps"] if "github-script" in s.get("uses", ""))
     assert COMMENT_MARKER in post["with"]["script"]
     assert "createComment" in post["with"]["script"]
+    # The review is held to a comment's length by kexp, whole-sectioned: never sliced
+    # blindly (that cut away its Validation section), and the job summary gets the same.
+    (reviewed,) = [c for c in commands if c.startswith("kexp review")]
+    bound = int(reviewed.split("--max-chars")[1].split()[0])
+    assert 0 < bound <= 65_536 - 1_000 and 4 * bound < 1_048_576  # UTF-8: 4 bytes at most
+    assert ".slice(" not in post["with"]["script"] and ".substring(" not in post["with"]["script"]
+    assert 'cat review.md >> "$GITHUB_STEP_SUMMARY"' in scripts
     # Every kexp command line in the workflow parses (options exist).
     for command in commands:
         args = [a.strip('"') for a in command.split()[1:] if not a.startswith(">")]

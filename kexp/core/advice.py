@@ -276,6 +276,17 @@ CORRECT_FIELD = Advice(
     "kexp update {id} --set {field}=VALUE",
     'the update tool with exp_id: "{id}" and changes: {{"{field}": VALUE}}',
 )
+#: Advice on a review cut to fit a comment: the command that prints all of it (no MCP
+#: tool reviews a branch: its words send the reader to the command line).
+REVIEW_WHOLE = Advice(
+    "kexp review {base} {head} --max-chars 0",
+    "kexp review {base} {head} on the command line, with no bound on its length",
+)
+#: :data:`REVIEW_WHOLE` of a review of the working tree.
+REVIEW_WHOLE_WORKING_TREE = Advice(
+    "kexp review {base} --max-chars 0",
+    "kexp review {base} on the command line, with no bound on its length",
+)
 #: Advice on a raw_result left stale by a new score, with no timings to measure again.
 SET_RAW_RESULT = Advice(
     "kexp update {id} --set-file raw_result=FILE",
@@ -541,6 +552,8 @@ ADVICE = (
     SET_REFERENCE,
     SET_PARENT,
     CORRECT_FIELD,
+    REVIEW_WHOLE,
+    REVIEW_WHOLE_WORKING_TREE,
     SET_RAW_RESULT,
     SET_FAILED,
     SET_MEASURED,

@@ -49,7 +49,7 @@ from kexp.review.render import md_block as md_block
 from kexp.review.render import md_code as md_code
 from kexp.review.render import md_text as md_text
 from kexp.review.render import render_markdown, to_json
-from kexp.review.side import sides
+from kexp.review.side import campaign_of, sides
 from kexp.storage.changed import (
     STORE_WIDE_CODES,
     ChangeCheck,
@@ -62,6 +62,8 @@ from kexp.storage.changed import merge_base as merge_base
 from kexp.storage.scorechange import unexplained_score
 
 if TYPE_CHECKING:
+    from kexp.core.model import KernelExperiment
+    from kexp.format.validate import CheckedFile
     from kexp.storage.history import Changes, ExperimentChange
     from kexp.storage.snapshot import StoreLocation
     from kexp.storage.store import Store
@@ -121,7 +123,8 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     changes = _held_on_tip(changes, on_base)
     # A correction of the tip's version (held on the tip): its score checked as check_changes
     # checks the branch's corrections.
-    held = [c for c in changes.modified if id(c) not in {id(m) for m in check.changes.modified}]
+    theirs = {id(m) for m in check.changes.modified}
+    held = [c for c in changes.modified if id(c) not in theirs]
     tip_problems = _unexplained_on_tip(held, base, location)
     now, then, at_tip = sides(scan, check.changes, changes, on_base)
     del scan
@@ -139,17 +142,25 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         if change.moved_only and change.after is not None
     ]  # fmt: skip
     corrected = [change for change in changes.modified if not change.moved_only]
-    entries: dict[str, list[Reviewed]] = {kind: [] for kind in KINDS}
+    found: list[tuple[str, ExperimentChange, CheckedFile, KernelExperiment | None]] = []
     for kind, group in zip(KINDS, (changes.added, corrected, changes.removed), strict=True):
         for change in group:
-            side = then if kind == "removed" else now
             checked = change.before if kind == "removed" else change.after
             assert checked is not None
             path = str(checked.path)
-            exp = side.at_path(at_tip.get(path, path) if kind == "removed" else path)
-            entries[kind].append(
-                (reviewed_entry(kind, change, checked, exp, side, then, relative), exp)
-            )
+            if kind == "removed":
+                found.append((kind, change, checked, then.at_path(at_tip.get(path, path))))
+            else:
+                found.append((kind, change, checked, now.at_path(path)))
+    # Each campaign touched is ranked on both sides: asked of all at once.
+    campaigns = sorted({campaign_of(exp) for *_, exp in found if exp is not None})
+    now.prime(campaigns)
+    then.prime(campaigns)
+    entries: dict[str, list[Reviewed]] = {kind: [] for kind in KINDS}
+    for kind, change, checked, exp in found:
+        side = then if kind == "removed" else now
+        entry = reviewed_entry(kind, change, checked, exp, side, then, relative)
+        entries[kind].append((entry, exp))
 
     for kind in KINDS:
         for entry, _ in entries[kind]:

@@ -9,14 +9,15 @@ it cannot alter the comment, link, mention anyone, or end its Mermaid graph.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.advice import CORRECT_FIELD
+from kexp.core.advice import CORRECT_FIELD, REVIEW_WHOLE, REVIEW_WHOLE_WORKING_TREE
 from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
+from kexp.review.fit import Listing, Part, fit
 from kexp.review.graph import render_mermaid
 from kexp.review.model import (
     KINDS,
@@ -218,29 +219,53 @@ _OUTCOME_ICONS = {
 }
 
 
-def render_markdown(result: Review) -> str:
+def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
     """The review as a Markdown comment for the pull request (GitHub-flavoured, with a
-    Mermaid lineage graph). Text from experiments is escaped throughout."""
-    parts: list[str] = [COMMENT_MARKER, "## kexp review", _headline(result)]
+    Mermaid lineage graph). Text from experiments is escaped throughout.
+
+    What a reviewer must act on comes first: the headline, the validation problems, then
+    the experiments (in each section the invalid, suspect, unexplained, new bests and
+    failures first), the corrections' details, the lessons and the lineage. With
+    ``max_chars`` (a forge's limit on a comment), each long section lists its first
+    entries and says in one line how many more there are and the command that shows
+    them all (:mod:`kexp.review.fit`); no section is cut in the middle."""
+    everything = _whole_command(result)
+    headline = _headline(result, everything)
+    problems, store = _validation(result, everything)
+    parts: list[Part] = [COMMENT_MARKER, "## kexp review", headline, problems, store]
+    tables: list[Listing] = []
+    details: list[Listing] = []
     for kind, title in zip(KINDS, ("Added", "Corrected", "Removed"), strict=True):
-        entries = getattr(result, kind)
+        entries = _first_to_act_on(getattr(result, kind))
         if not entries:
             continue
+        what = f"{title.lower()} experiment(s)"
         parts.append(f"### {title} ({len(entries)})")
-        parts.append(_table(entries))
-        measured = _measurements(entries)
-        if measured:
-            parts.append(measured)
+        table = _listing(_table_rows(entries), _table_of, f"{what} not listed", everything)
+        notes = _measurements(entries)
+        measured = _listing(notes, _measured_with, "measurement note(s)", everything)
+        tables.append(table)
+        details.append(measured)
+        parts += [table, measured]
         if kind == "corrected":
-            parts.extend(_corrections(entries))
+            corrections = _listing(
+                _corrections(entries), _GAP.join, "correction(s) not detailed", everything
+            )
+            details.insert(0, corrections)
+            parts.append(corrections)
     if result.moved:
         parts.append(f"### Moved ({len(result.moved)})")
-        parts.append(_moves(result.moved))
-    parts.append(_validation(result))
+        moves = _listing(_moves(result.moved), "\n".join, "move(s) not listed", everything)
+        details.append(moves)
+        parts.append(moves)
     if result.lessons:
-        parts.append(_lessons(result.lessons))
+        lessons = _lessons(result.lessons, everything)
+        tables.append(lessons)
+        parts.append(lessons)
     if result.lineage.nodes:
-        parts.append(_lineage_section(result.lineage))
+        lineage = _lineage_section(result.lineage, everything)
+        details.append(lineage)
+        parts.append(lineage)
     head = "the working tree" if result.head is None else md_code(result.head)
     tip = ""
     if result.base_commit and result.base_commit != result.merge_base:
@@ -249,10 +274,70 @@ def render_markdown(result: Review) -> str:
         f"<sub>kexp review: {head} compared with {md_code(result.base)} (merge base "
         f"{md_code(result.merge_base[:12])}{tip}).</sub>"
     )
-    return "\n\n".join(parts) + "\n"
+    # Room: the headline, the errors, the tables, then the warnings and the details.
+    errors = sum(p.severity == "error" for p in result.file_problems)
+    plan = [(headline, None), (problems, errors), (store, None)]
+    plan += [(table, None) for table in tables]
+    plan += [(problems, None)] + [(detail, None) for detail in details]
+    return fit(parts, max_chars, plan)
 
 
-def _headline(result: Review) -> str:
+_GAP = "\n\n"
+
+
+def _whole_command(result: Review) -> str:
+    """The command that prints the whole review, as an inline code span."""
+    if result.head is None:
+        return md_code(REVIEW_WHOLE_WORKING_TREE.say(base=result.base))
+    return md_code(REVIEW_WHOLE.say(base=result.base, head=result.head))
+
+
+def _left_out(left: int, what: str, everything: str) -> str:
+    """The line that counts the entries of a section left out to fit the comment."""
+    return f"*… and {left:,} more {what}: {everything} shows them all.*"
+
+
+def _listing(
+    items: Sequence[str],
+    write: Callable[[Sequence[str]], str],
+    what: str,
+    everything: str,
+) -> Listing:
+    """A section of ``items`` written by ``write`` ("" when none is shown), followed by
+    the count of those left out."""
+
+    def render(shown: Sequence[str], left: int) -> str:
+        text = write(shown) if shown else ""
+        if not left:
+            return text
+        return f"{text}{_GAP if text else ''}{_left_out(left, what, everything)}"
+
+    return Listing(items, render)
+
+
+#: The outcomes a section lists before the other valid experiments (a failure).
+_FAILURES = frozenset({"regression", "interference", "buggy", "failed"})
+
+
+def _first_to_act_on(entries: Sequence[ReviewedExperiment]) -> list[ReviewedExperiment]:
+    """``entries``, those a reviewer must act on first (invalid, suspect, a score changed
+    without a reason, a new best, a failure), else in their order."""
+
+    def urgency(entry: ReviewedExperiment) -> int:
+        if not entry.valid:
+            return 0
+        if entry.suspect:
+            return 1
+        if _unexplained(entry):
+            return 2
+        if entry.new_best:
+            return 3
+        return 4 if entry.outcome in _FAILURES else 5
+
+    return sorted(entries, key=urgency)
+
+
+def _headline(result: Review, everything: str) -> Listing:
     counts = (
         f"**{len(result.added)} added · {len(result.corrected)} corrected · "
         f"{len(result.removed)} removed**"
@@ -269,7 +354,25 @@ def _headline(result: Review) -> str:
         verdict = f"⚠️ no validation errors, {warnings} warning(s)"
     else:
         verdict = "✅ validation passed"
-    lines = [f"{counts} — {verdict}"]
+    first = f"{counts} — {verdict}"
+    lines: list[str] = []
+    for entry in result.suspects:
+        reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
+        lines.append(
+            f"⚠️ **suspect: verify correctness** on {_campaign(entry)}: "
+            f"{_best_note(entry)}; not a new best until checked ({reasons})"
+        )
+    lines += [_lost_note(lost) for lost in result.lessons_lost]
+    for entry in result.changed_on_base:
+        lines.append(_base_note(result, entry))
+    for entry in result.corrected:
+        if _unexplained(entry):
+            lines.append(f"✋ **Score changed without a reason**: {_unexplained_note(entry)}")
+    for entry in result.new_bests:
+        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}")
+    for change in result.best_changes:
+        lines.append(_best_change_note(change))
+    lines += [_demotion_note(demotion) for demotion in result.demoted_by_control]
     if result.already_on_base:
         ids = ", ".join(md_code(exp_id) for exp_id in result.already_on_base)
         lines.append(
@@ -277,24 +380,12 @@ def _headline(result: Review) -> str:
             f"{md_code(result.base)} already, the same (merged before, as a squash merge "
             f"does), and not listed again: {ids}"
         )
-    lines += [_lost_note(lost) for lost in result.lessons_lost]
-    for entry in result.new_bests:
-        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}")
-    for change in result.best_changes:
-        lines.append(_best_change_note(change))
-    lines += [_demotion_note(demotion) for demotion in result.demoted_by_control]
-    for entry in result.changed_on_base:
-        lines.append(_base_note(result, entry))
-    for entry in result.corrected:
-        if _unexplained(entry):
-            lines.append(f"✋ **Score changed without a reason**: {_unexplained_note(entry)}")
-    for entry in result.suspects:
-        reasons = md_text("; ".join(entry.suspect), limit=_CELL_CHARS)
-        lines.append(
-            f"⚠️ **suspect: verify correctness** on {_campaign(entry)}: "
-            f"{_best_note(entry)}; not a new best until checked ({reasons})"
-        )
-    return "  \n".join(lines)
+
+    def render(shown: Sequence[str], left: int) -> str:
+        more = [_left_out(left, "note(s) like these", everything)] if left else []
+        return "  \n".join([first, *shown, *more])
+
+    return Listing(lines, render)
 
 
 def _lost_note(lost: LostLesson) -> str:
@@ -451,7 +542,13 @@ def _campaign(item: ReviewedExperiment | BestChange) -> str:
     return f"{md_code(item.operator_sig)} ({where})" if where else md_code(item.operator_sig)
 
 
-def _table(entries: Sequence[ReviewedExperiment]) -> str:
+def _table_of(rows: Sequence[str]) -> str:
+    """The table of experiments with these rows (as :func:`_table_rows` writes them)."""
+    return "\n".join([markdown_table(_TABLE_HEADER, [], right=(4, 5)), *rows])
+
+
+def _table_rows(entries: Sequence[ReviewedExperiment]) -> list[str]:
+    """The rows of the table of experiments, one line each."""
     rows: list[list[str]] = []
     for e in entries:
         score = "—"  # none, or a run that measured nothing (a crash, a timeout)
@@ -502,22 +599,27 @@ def _table(entries: Sequence[ReviewedExperiment]) -> str:
                 rank,
             ]
         )
-    return markdown_table(_TABLE_HEADER, rows, right=(4, 5))
+    return markdown_table(_TABLE_HEADER, rows, right=(4, 5)).split("\n")[2:]
 
 
-def _measurements(entries: Sequence[ReviewedExperiment]) -> str:
+def _measurements(entries: Sequence[ReviewedExperiment]) -> list[str]:
     """How the listed experiments were measured (those that say), one line each."""
-    lines = [
+    return [
         f"- {md_code(e.id)}: {md_text(e.measured, limit=_CELL_CHARS)}"
         for e in entries
         if e.measured
     ]
-    return "Measured with:\n\n" + "\n".join(lines) if lines else ""
+
+
+def _measured_with(lines: Sequence[str]) -> str:
+    return "Measured with:\n\n" + "\n".join(lines)
 
 
 def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
-    parts: list[str] = []
+    """What each correction changed: one entry per experiment (its fields, its diffs)."""
+    found: list[str] = []
     for e in entries:
+        parts: list[str] = []
         title = f"#### {md_code(e.id)} {md_text(e.change_summary)}".rstrip()
         lines = [title, ""]
         if e.removed_in:
@@ -551,16 +653,17 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
             if change.diff_omitted:
                 diff += f"\n… {change.diff_omitted} more line(s)"
             parts.append(f"{md_code(change.field)}:\n\n{md_block(diff, 'diff')}")
-    return parts
+        found.append(_GAP.join(parts))
+    return found
 
 
-def _moves(entries: Sequence[ReviewedExperiment]) -> str:
+def _moves(entries: Sequence[ReviewedExperiment]) -> list[str]:
     """One line a file moved (or renamed), its content unchanged."""
-    return "\n".join(
+    return [
         f"- {md_code(e.id)} {md_text(e.change_summary)}: moved from {md_code(e.old_path)} "
         f"to {md_code(e.path)}, its content unchanged"
         for e in entries
-    )
+    ]
 
 
 def _value(value: Any) -> str:
@@ -571,36 +674,49 @@ def _value(value: Any) -> str:
     return md_code(short_value(value))
 
 
-def _validation(result: Review) -> str:
-    lines = ["### Validation"]
-    if result.file_problems:
-        errors = sum(p.severity == "error" for p in result.file_problems)
-        warnings = len(result.file_problems) - errors
-        lines += [
-            "",
-            f"Problems in the changed files ({errors} error(s), {warnings} warning(s)):",
-            "",
-            md_block("\n".join(p.format() for p in result.file_problems)),
-        ]
-    else:
-        lines += ["", "The changed files pass every check."]
-    if result.store_problems:
-        lines += [
-            "",
-            "Store-wide problems this change causes (duplicate ids, parents or combined "
-            "experiments that do not exist, lineage cycles):",
-            "",
-            md_block("\n".join(p.format() for p in result.store_problems)),
-        ]
-    else:
-        lines += ["", "The change causes no store-wide problem."]
-    if result.preexisting_store_problems:
-        lines += [
-            "",
-            f"*{len(result.preexisting_store_problems)} store-wide problem(s) were there "
-            "before this change (`kexp validate` lists them).*",
-        ]
-    return "\n".join(lines)
+def _validation(result: Review, everything: str) -> tuple[Listing, Listing]:
+    """The Validation section: the changed files' problems (errors first), then the
+    store-wide ones the change causes; each a listing of problems."""
+    file_problems = sorted(result.file_problems, key=lambda p: p.severity != "error")
+    errors = sum(p.severity == "error" for p in file_problems)
+    warnings = len(file_problems) - errors
+
+    def problems(shown: Sequence[str], left: int) -> str:
+        lines = ["### Validation", ""]
+        if not file_problems:
+            return "\n".join([*lines, "The changed files pass every check."])
+        lines.append(f"Problems in the changed files ({errors} error(s), {warnings} warning(s)):")
+        if shown:
+            lines += ["", md_block("\n".join(shown))]
+        if left:
+            lines += ["", _left_out(left, "problem(s)", everything)]
+        return "\n".join(lines)
+
+    def store(shown: Sequence[str], left: int) -> str:
+        lines: list[str] = []
+        if result.store_problems:
+            lines.append(
+                "Store-wide problems this change causes (duplicate ids, parents or combined "
+                "experiments that do not exist, lineage cycles):"
+            )
+            if shown:
+                lines += ["", md_block("\n".join(shown))]
+            if left:
+                lines += ["", _left_out(left, "store-wide problem(s)", everything)]
+        else:
+            lines.append("The change causes no store-wide problem.")
+        if result.preexisting_store_problems:
+            lines += [
+                "",
+                f"*{len(result.preexisting_store_problems)} store-wide problem(s) were there "
+                "before this change (`kexp validate` lists them).*",
+            ]
+        return "\n".join(lines)
+
+    return (
+        Listing([p.format() for p in file_problems], problems),
+        Listing([p.format() for p in result.store_problems], store),
+    )
 
 
 def _measured(lesson: Lesson) -> str:
@@ -611,27 +727,37 @@ def _measured(lesson: Lesson) -> str:
     return describe_interval(lesson.shown_score, lesson.score_ci)
 
 
-def _lessons(groups: Mapping[str, list[Lesson]]) -> str:
+def _lessons(groups: Mapping[str, list[Lesson]], everything: str) -> Listing:
     total = sum(len(items) for items in groups.values())
-    lines = [f"### Lessons added ({total})", ""]
+    found: list[str] = []
     for group in LESSON_GROUPS:
         for lesson in groups.get(group, []):
             icon = _OUTCOME_ICONS.get(group, "")
-            lines.append(
+            lines = [
                 f"- {icon} **{md_text(group)}** {md_code(lesson.id)} "
                 f"({_measured(lesson)}): "
                 f"{md_text(lesson.change_summary)}"
-            )
+            ]
             if lesson.key_insight:
                 lines.append(f"  - Key insight: {md_text(lesson.key_insight)}")
-                continue
-            if lesson.error:
-                lines.append(f"  - Error: {md_text(lesson.error)}")
-            lines.append("  - *No “Key insight” line in the description: worth asking for one.*")
-    return "\n".join(lines)
+            else:
+                if lesson.error:
+                    lines.append(f"  - Error: {md_text(lesson.error)}")
+                lines.append(
+                    "  - *No “Key insight” line in the description: worth asking for one.*"
+                )
+            found.append("\n".join(lines))
+
+    def render(shown: Sequence[str], left: int) -> str:
+        lines = [f"### Lessons added ({total})", "", *shown]
+        if left:
+            lines += ["", _left_out(left, "lesson(s)", everything)]
+        return "\n".join(lines)
+
+    return Listing(found, render)
 
 
-def _lineage_section(graph: LineageGraph) -> str:
+def _lineage_section(graph: LineageGraph, everything: str) -> Listing:
     lines = [
         "### Lineage",
         "",
@@ -641,4 +767,10 @@ def _lineage_section(graph: LineageGraph) -> str:
     ]
     if graph.omitted:
         lines[-1] += f" {graph.omitted} more relative(s) not drawn."
-    return "\n".join(lines)
+
+    def render(shown: Sequence[str], left: int) -> str:
+        if shown:
+            return shown[0]
+        return f"### Lineage\n\n*The lineage graph is left out to fit: {everything} draws it.*"
+
+    return Listing(["\n".join(lines)], render)

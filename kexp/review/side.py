@@ -5,7 +5,7 @@ them; most kept as their front-matter facts, each derived as the store derives i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,13 +13,13 @@ from kexp.core.campaign import derive_for, versions_of
 from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.model import KernelExperiment, attach
-from kexp.core.outcome import time_key
+from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
 from kexp.format.filelinks import links_of
 from kexp.format.rules import folded_env
 from kexp.format.suspect import suspect_reasons
 from kexp.format.validate import CheckedFile
 from kexp.storage.changed import Facts, HeadScan, facts_of
-from kexp.storage.lineage import dead_end_records, is_scored
+from kexp.storage.lineage import dead_end_records
 from kexp.storage.listing import path_order
 from kexp.storage.query import believable_best
 
@@ -33,9 +33,11 @@ class Side:
 
     Of most, only their :class:`Facts` are kept; an experiment is made of them when it
     is asked for (its long texts empty). The experiments the change touches are
-    ``whole`` (by their number in ``facts``); ``read(path)`` reads another one whole.
-    What is derived of each (outcome, interference, cumulative score) is derived among
-    the side's experiments, as the store's queries do (:func:`kexp.core.campaign.derive`).
+    ``whole`` (by their number in ``facts``); ``read(paths)`` reads others whole, each
+    (None: not valid). What is derived of each (outcome, interference, cumulative score)
+    is derived among the side's experiments, as the store's queries do
+    (:func:`kexp.core.campaign.derive`). A review of many changes asks of many
+    campaigns: :meth:`prime` answers for them all at once.
     """
 
     def __init__(
@@ -43,7 +45,7 @@ class Side:
         facts: list[Facts],
         whole: Mapping[int, KernelExperiment],
         settings: Settings,
-        read: Callable[[str], KernelExperiment | None],
+        read: Callable[[Sequence[str]], list[KernelExperiment | None]],
     ) -> None:
         self.facts = facts
         self.settings = settings
@@ -61,6 +63,38 @@ class Side:
         self._children: dict[str, list[int]] | None = None
         self._children_sorted: set[str] = set()
         self._scored: dict[Campaign, list[tuple[Any, int]]] = {}
+        self._on: dict[Campaign, list[int]] | None = None
+        self._best: dict[Campaign, KernelExperiment | None] = {}
+        #: Why the measurement of an experiment read whole is suspect (by its number).
+        self._suspected: dict[int, list[str]] = {}
+
+    def prime(self, campaigns: Iterable[Campaign]) -> None:
+        """Make ready what :meth:`scored_on` and :meth:`best_on` answer for each of
+        ``campaigns``: their experiments derived together (one derivation, not one a
+        campaign), and the files their best needs read whole, read in one go."""
+        campaigns = [c for c in dict.fromkeys(campaigns) if c not in self._best]
+        on = self._campaigns()
+        self._derive(number for campaign in campaigns for number in on.get(campaign, ()))
+        wanted: dict[int, str] = {}
+        for campaign in campaigns:
+            for number in self._improved(campaign):
+                if suspect_reasons(self.experiment(number), self.settings):
+                    continue  # suspect of its score alone: the next one is asked
+                if number not in self._whole and number not in self._suspected:
+                    wanted[number] = self.facts[number].path
+                break
+        read = self._read(list(wanted.values())) if wanted else []
+        for number, exp in zip(wanted, read, strict=True):
+            self._suspected[number] = [] if exp is None else suspect_reasons(exp, self.settings)
+
+    def _campaigns(self) -> dict[Campaign, list[int]]:
+        """The numbers of each campaign's experiments, in order (one pass, kept)."""
+        if self._on is None:
+            on: dict[Campaign, list[int]] = {}
+            for number, item in enumerate(self.facts):
+                on.setdefault(campaign_of(item), []).append(number)
+            self._on = on
+        return self._on
 
     def _derive(self, numbers: Iterable[int]) -> None:
         """Derive the experiments ``numbers`` (those not derived yet), over them and what
@@ -123,7 +157,7 @@ class Side:
         number = self.first.get(exp_id)
         if number is None or number in self._whole:
             return None if number is None else self._whole[number]
-        exp = self._read(self.facts[number].path)
+        (exp,) = self._read([self.facts[number].path])
         if exp is None:  # pragma: no cover - it was valid when the store was read
             return self.experiment(number)
         return attach(exp, self.settings, derived=self.derived(number))
@@ -161,14 +195,14 @@ class Side:
         improved, its cumulative score)."""
         found = self._scored.get(campaign)
         if found is None:
-            on = [n for n, item in enumerate(self.facts) if campaign_of(item) == campaign]
+            on = self._campaigns().get(campaign, [])
             self._derive(on)
             derived = self._derived
             found = self._scored[campaign] = [
                 ((derived[number].can_be_best, derived[number].cumulative_score), number)
                 for number in on
-                if derived[number].ranked
-                and is_scored(self._whole.get(number) or self._light(number))
+                # is_scored of the experiment: its outcome is the one derived
+                if derived[number].ranked and derived[number].outcome not in UNMEASURED_OUTCOMES
             ]
         return found
 
@@ -176,10 +210,17 @@ class Side:
         """The current best of ``campaign``: the best tip (the best cumulative score of a
         step that improved, :func:`kexp.storage.query.best_tip`) whose measurement is
         believable (:func:`kexp.storage.query.believable_best`); None when there is none."""
+        if campaign not in self._best:
+            found = believable_best(self._improved(campaign), self._suspect)[0]
+            self._best[campaign] = None if found is None else self.experiment(found)
+        return self._best[campaign]
+
+    def _improved(self, campaign: Campaign) -> list[int]:
+        """The numbers of the steps of ``campaign`` that improved, best first (ties:
+        the first listed)."""
         improved = [(key[1], number) for key, number in self.scored_on(campaign) if key[0]]
-        improved.sort(key=lambda e: -float(e[0]))  # best first; ties: the first listed
-        found = believable_best([number for _, number in improved], self._suspect)[0]
-        return None if found is None else self.experiment(found)
+        improved.sort(key=lambda e: -float(e[0]))
+        return [number for _, number in improved]
 
     def spelt_otherwise(self, campaign: Campaign) -> str | None:
         """An env of the side's experiments of ``campaign``'s operator and dtype that
@@ -189,13 +230,13 @@ class Side:
         folded = folded_env(env)
         found = sorted(
             {
-                item.env
-                for item in self.facts
-                if item.operator_sig == operator
-                and item.dtype_sig == dtype
-                and item.env != env
-                and item.env.strip()
-                and folded_env(item.env) == folded
+                other
+                for (on, of, other) in self._campaigns()
+                if on == operator
+                and of == dtype
+                and other != env
+                and other.strip()
+                and folded_env(other) == folded
             }
         )
         return found[0] if found and folded else None
@@ -217,7 +258,9 @@ class Side:
                 if self.facts[child].id not in taken:
                     taken.add(self.facts[child].id)
                     queue.append(self.facts[child].id)
-        found = dead_end_records([self.experiment(number) for number in dict.fromkeys(members)])
+        members = list(dict.fromkeys(members))
+        self._derive(members)  # together: one derivation for the tree
+        found = dead_end_records([self.experiment(number) for number in members])
         return any(end is exp for end in found)
 
     def _suspect(self, number: int) -> list[str]:
@@ -227,8 +270,10 @@ class Side:
         reasons = suspect_reasons(exp, self.settings)
         if reasons or number in self._whole:
             return reasons
-        whole = self._read(self.facts[number].path)
-        return [] if whole is None else suspect_reasons(whole, self.settings)
+        if number not in self._suspected:
+            (whole,) = self._read([self.facts[number].path])
+            self._suspected[number] = [] if whole is None else suspect_reasons(whole, self.settings)
+        return self._suspected[number]
 
 
 #: A campaign: operator × dtype × env (``operator_sig``, ``dtype_sig``, ``env``), as
@@ -277,9 +322,11 @@ def sides(
     def whole(item: CheckedFile) -> KernelExperiment:
         return attach(item.experiment(), settings, path=item.path)
 
-    def read(path: str) -> KernelExperiment | None:
-        item = on_tip.get(path) or target.check_file(path)
-        return whole(item) if item.ok else None
+    def read(paths: Sequence[str]) -> list[KernelExperiment | None]:
+        elsewhere = [Path(path) for path in paths if path not in on_tip]
+        checked = iter(target.check_files(elsewhere) if elsewhere else [])
+        items = [on_tip[path] if path in on_tip else next(checked) for path in paths]
+        return [whole(item) if item.ok else None for item in items]
 
     def side(facts: list[Facts], items: Mapping[str, CheckedFile]) -> Side:
         numbers = {
@@ -302,7 +349,8 @@ def sides(
     facts = [item for item in scan.valid if item.path not in changed_now] + valid(before)
     if on_base is not None:
         facts = [item for item in facts if item.path not in gone] + valid(on_tip.values())
-        facts.sort(key=_listed)  # as the tip lists them (ties of the best go to the first)
+    if before or on_base is not None:
+        facts.sort(key=_listed)  # as the store lists them (ties of the best go to the first)
     # The tip's versions of what the branch corrects or removes (those it left alone).
     was: dict[str, CheckedFile] = {}
     for item in [c.before for c in [*kept.modified, *kept.removed] if c.before is not None]:

@@ -7,6 +7,9 @@ import click
 from kexp.cli.commands.common import get_store
 from kexp.cli.commands.terminal import echo_json, echo_raw, progress
 
+#: The longest review a comment gets by default: under GitHub's 65,536 characters.
+MAX_COMMENT_CHARS = 60_000
+
 
 @click.command()
 @click.argument("base")
@@ -20,9 +23,22 @@ from kexp.cli.commands.terminal import echo_json, echo_raw, progress
     help="markdown: a comment to post on the pull request; json: the same content as data.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (same as --format json).")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=0),
+    default=MAX_COMMENT_CHARS,
+    show_default=True,
+    help="Markdown of at most about N characters, to fit a forge's comment: each long "
+    "section lists its first entries and says how many more there are. 0: everything.",
+)
 @click.pass_context
 def review(
-    ctx: click.Context, base: str, head: str | None, output_format: str, as_json: bool
+    ctx: click.Context,
+    base: str,
+    head: str | None,
+    output_format: str,
+    as_json: bool,
+    max_chars: int,
 ) -> None:
     """Summarise what a branch changes in the store, for its pull request.
 
@@ -32,7 +48,9 @@ def review(
     on their operator; a new best is called out), each corrected field old → new, the
     validation problems of the changed files and the store-wide problems the change
     causes, the lessons it adds, and a Mermaid graph of the lineage it touches.
-    Experiment text is escaped, so it cannot alter the comment.
+    Experiment text is escaped, so it cannot alter the comment. What a reviewer must
+    act on comes first; a long review is held to --max-chars (a GitHub comment takes
+    65,536), whole sections each listing its first entries and counting the rest.
 
     Exits 0 whatever the problems (gate CI with kexp validate --changed BASE).
     Needs the history back to the merge base: fetch it in CI (fetch-depth: 0).
@@ -45,6 +63,7 @@ def review(
       kexp review main                       # this branch, as a PR comment
       kexp review origin/main HEAD --json    # the same content as data
       gh pr comment 42 --body "$(kexp review origin/main HEAD)"
+      kexp review main --max-chars 0         # everything, however long
     """
     # lazy: one command's library, loaded when that command runs
     from kexp.review.build import render_markdown, to_json
@@ -56,7 +75,8 @@ def review(
     if as_json or output_format == "json":
         echo_json(to_json(result))
     else:
-        echo_raw(render_markdown(result).rstrip("\n"))
+        bound = max_chars or None
+        echo_raw(render_markdown(result, max_chars=bound).rstrip("\n"))
 
 
 COMMANDS = (review,)
