@@ -40,6 +40,7 @@ experiment.
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -179,9 +180,9 @@ def with_timings(
     measurement), or a ``table`` file, or ready ``measurements``; without any,
     ``fields`` come back as they are. With samples, ``score_ci`` and the ``## Samples``
     section (unless not ``keep_samples``) are filled too, and the ``protocol`` fields
-    the timings tell (timer, repetitions, device) are added to any given; a wall clock
-    on a machine without a GPU (:func:`kexp.measure.envinfo.gpu_present`) timed the CPU
-    (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
+    the timings tell (timer, repetitions, device) are added to any given; a wall clock's
+    device not given is :func:`wall_clock_device`'s (the GPU the ``env`` names, else the
+    CPU of a machine without a GPU). A reader's warnings (summaries without raw samples) are issued.
     Timings that do not state their unit are in ``unit``, microseconds when it is None;
     then any below ``Settings.suspect_time_below_us`` (0.5 us: no GPU kernel is timed
     that short) are refused (:func:`kexp.measure.checks.check_assumed_unit`): the unit
@@ -226,11 +227,9 @@ def with_timings(
         warnings.warn(overridden, TimingsWarning, stacklevel=3)
     protocol = {**gathered.protocol, **(data.get("protocol") or {})}
     if protocol.get("timer") == "wall_clock" and "device" not in protocol:
-        # lazy: not every command that imports this module needs kexp.measure.envinfo
-        from kexp.measure.envinfo import gpu_present
-
-        if not gpu_present():  # a wall clock on a machine without a GPU timed a CPU
-            protocol["device"] = "cpu"
+        device = wall_clock_device(data.get("env"))
+        if device is not None:
+            protocol["device"] = device
     if protocol:
         data["protocol"] = protocol
     if gathered.unit_unstated:
@@ -265,6 +264,40 @@ def with_timings(
     if given:
         data["raw_result"] = f"{scored.raw_result}\n\n{given}"
     return data
+
+
+#: Words of an ``env`` that name a GPU or its runtime, whole words of any case: CUDA, ROCm,
+#: HIP and their libraries (a version glued on: ``rocm6.1``, a wheel's ``+cu121``), the
+#: vendors' and families' names, and the GPU models (``H100``, ``A10G``, ``L40S``,
+#: ``MI300X``, ``gfx90a``). A CPU's names (``EPYC 9654``, ``Xeon``, ``Cortex-A72``) are none.
+GPU_WORDS = re.compile(
+    r"(?<![a-z0-9])(?:"
+    r"(?:cuda|rocm|hip|cudnn|nccl|rccl|cu1\d\d|gpus?|nvidia|geforce|quadro|tesla|radeon"
+    r"|instinct|rtx|gtx)(?![a-z])"
+    r"|(?:a(?:2|10|16|30|40|100|800)|h(?:20|100|200|800)|b[123]00|g[bh][123]00|l(?:4|20|40)"
+    r"|v100|t4|p(?:4|40|100)|k80|mi\d{2,3}|gfx\d{2,4})[a-z]?(?![a-z0-9])"
+    r")",
+    re.IGNORECASE,
+)
+
+
+def names_gpu(env: object) -> bool:
+    """Whether ``env`` names a GPU or a GPU runtime (:data:`GPU_WORDS`)."""
+    return isinstance(env, str) and GPU_WORDS.search(env) is not None
+
+
+def wall_clock_device(env: object) -> str | None:
+    """The ``protocol.device`` of timings a wall clock took, the record saying none:
+    ``gpu`` when its ``env`` names a GPU (:func:`names_gpu`: the GPU ran them, wherever
+    the record is made: an agent's controller, CI), else ``cpu`` on a machine without a
+    GPU (:func:`kexp.measure.envinfo.gpu_present`: it timed the CPU), else None (a machine
+    with a GPU may time either)."""
+    if names_gpu(env):
+        return "gpu"
+    # lazy: not every command that imports this module needs kexp.measure.envinfo
+    from kexp.measure.envinfo import gpu_present
+
+    return None if gpu_present() else "cpu"
 
 
 def _step_baseline(
