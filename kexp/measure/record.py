@@ -95,6 +95,7 @@ from kexp.measure.measurements import Measurement, gather, load_measurements, re
 from kexp.measure.scoring import parent_judge, score_measurements
 from kexp.measure.stepbase import StepBaseline, step_baseline
 from kexp.measure.timings import profiling_info, sniff
+from kexp.storage.dedupe import code_key
 from kexp.storage.location import find_root
 from kexp.storage.store import Store
 
@@ -379,7 +380,10 @@ def record_iteration(
     validates, and writes; a repeated code change
     (:class:`kexp.core.errors.RepeatedChangeWarning`, or
     :class:`kexp.core.errors.RemeasureWarning` when base commit and env repeat too: use
-    :func:`kexp.measure.remeasure.remeasure`) and a suspect measurement
+    :func:`kexp.measure.remeasure.remeasure`), a change without a code change whose
+    summary, kernel, dtype, env and parent repeat an earlier experiment's
+    (``RepeatedChangeWarning``: :func:`kexp.storage.repeats.warn_same_summary`) and a
+    suspect measurement
     (:class:`SuspectMeasurementWarning`) are warnings, not errors. A ``profiling_info``
     that is ``ncu --csv`` output is kept as a compact table
     (:func:`kexp.measure.timings.profiling_info`).
@@ -490,6 +494,10 @@ def record_iteration(
     if rooted is not None:
         warnings.warn(rooted, RootWarning, stacklevel=2)
     warn_if_chained(store, exp, before.rows if before.read else None)  # a chained root
+    if before.read:  # no code change: the same change again, by its summary
+        from kexp.storage.repeats import warn_same_summary  # lazy: retrieval's index
+
+        warn_same_summary(store, exp, before.rows, stacklevel=2)
     if said_of_base is not None:
         warnings.warn(
             f"experiment {exp.id}: {said_of_base[1]} (kexp validate warns of it)",
@@ -535,12 +543,14 @@ def _warn_if_large_profiling(text: str, limit: int) -> None:
 def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
     """The store's experiments before the record ``data`` is written, read once (none
     when nothing is checked): the envs recorded (the env's spelling is checked against
-    them) and, for a root (no ``pid``, not measured against the reference, no control),
-    its campaign's best tip (:func:`root_note`). Nothing is read again after the write:
-    the record itself is neither of them."""
+    them), for a root (no ``pid``, not measured against the reference, no control),
+    its campaign's best tip (:func:`root_note`), and for a record without a code change,
+    the rows its summary is compared with
+    (:func:`kexp.storage.repeats.warn_same_summary`). Nothing is read again after the
+    write: the record itself is none of them."""
     env = str(data.get("env") or "").strip()
     root = not data.get("pid") and data.get("measured_against") != "reference"
-    if not env and not root:
+    if not env and not root and code_key(str(data.get("code_change") or "")):
         return BeforeWrite([], None, {}, False)
     found = store.found()
     envs = sorted({row.env for row in found.rows}) if env else []
