@@ -444,7 +444,10 @@ def test_a_reference_measured_childs_raw_result_judges_it_over_its_parent(
             store,
             baseline=reference,
             candidate=timings(1 / factor, 6),
-            **softmax_fields(pid=parent.id, measured_against="reference"),
+            # (each its own change: one summary twice on a parent is tried before, warned)
+            **softmax_fields(
+                pid=parent.id, measured_against="reference", change_summary=f"Variant {outcome}"
+            ),
         )
         assert step.outcome == outcome
         first, overall = _judged(step.raw_result)

@@ -293,7 +293,9 @@ def test_an_agents_errors_and_warnings_name_the_tools_arguments(tmp_path: Path) 
         said["repeat"] = no_option(texts[1:])
         # A change measured on an uncommitted kernel: a warning naming base_commit.
         (alice / "kernel.cu").write_text("__global__ void k2() {}\n")
-        failed, texts = await agent.call("record", score=1.01, **record_fields())
+        failed, texts = await agent.call(
+            "record", score=1.01, **record_fields(change_summary="Warp-shuffle, kernel.cu")
+        )
         assert not failed and len(texts) == 2, texts
         said["dirty"] = no_option(texts[1:])
         git(alice, "checkout", "-q", "--detach")
@@ -823,8 +825,12 @@ def test_a_run_on_a_base_commit_the_code_repository_lacks_is_warned_when_recorde
     async def work(agent: Agent) -> None:
         failed, texts = await agent.call("record", score=1.1, base_commit=base, **record_fields())
         assert not failed and len(texts) == 1, texts
+        # (another change: the same summary again would be tried before, warned too)
         failed, texts = await agent.call(
-            "record", score=1.05, base_commit=elsewhere, **record_fields()
+            "record",
+            score=1.05,
+            base_commit=elsewhere,
+            **record_fields(change_summary="Warp-shuffle reduction, two rows a warp"),
         )
         assert not failed, texts
         said["tools"] = texts[1:]

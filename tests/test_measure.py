@@ -232,7 +232,9 @@ def test_an_implausible_speedup_is_recorded_but_flagged_suspect(store: Store) ->
     assert "**suspect: verify correctness**: score 5x is above" in exp.raw_result
     with warnings.catch_warnings():
         warnings.simplefilter("error", SuspectMeasurementWarning)
-        record_iteration(store, baseline={"a": 12.0}, candidate={"a": 10.0}, **unstated_fields())
+        # (another change: the same summary again would be tried before, warned)
+        fields = {**unstated_fields(), "change_summary": "Unrolled the copy loop by 2"}
+        record_iteration(store, baseline={"a": 12.0}, candidate={"a": 10.0}, **fields)
 
 
 @pytest.mark.filterwarnings("ignore:.*too few for an interval")  # single numbers: no interval

@@ -188,9 +188,16 @@ def test_the_protocol_is_filled_where_the_timings_tell_it(store: Store, tmp_path
         store,
         baseline=tmp_path / "base.json",
         candidate=tmp_path / "cand.json",
-        **fields(protocol={"synchronized": True}),
+        # (another change: the same summary again would be tried before, warned)
+        **fields(change_summary="Unrolled the inner loop by 2", protocol={"synchronized": True}),
     )
-    assert exp.protocol == {"timer": "wall_clock", "repetitions": 5, "synchronized": True}
+    # (the env names a GPU, MI300X: the wall clock timed it)
+    assert exp.protocol == {
+        "timer": "wall_clock",
+        "repetitions": 5,
+        "synchronized": True,
+        "device": "gpu",
+    }
 
 
 @pytest.mark.usefixtures("gpu_machine")

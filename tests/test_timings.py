@@ -100,6 +100,10 @@ def fields(**overrides: Any) -> dict[str, Any]:
     return data
 
 
+#: The env of a machine without a GPU, as kexp env names one: the CPU timed there.
+CPU_ENV = "AMD EPYC 9654 (96 cores), gcc 12.2.0, Ubuntu 22.04.4 LTS, Python 3.11.9"
+
+
 def benchmarks(path: Path) -> list[dict[str, Any]]:
     return list(json.loads(path.read_text(encoding="utf-8"))["benchmarks"])
 
@@ -124,7 +128,7 @@ def test_pytest_benchmark_with_raw_data_gives_samples_named_by_param(
         warnings.simplefilter("error")  # no warning at all: raw samples, a CPU kernel
         # (but, as these real timings fall, that one run a side cannot show the drift)
         warnings.filterwarnings("ignore", ONE_RUN_NOTE, TimingsWarning)
-        exp = record_iteration(store, baseline=base, candidate=cand, **fields())
+        exp = record_iteration(store, baseline=base, candidate=cand, **fields(env=CPU_ENV))
     assert [r["config"] for r in exp.results] == ["r2_c16", "r4_c16"]
     assert [r["baseline_n"] for r in exp.results] == [len(truth[c]) for c in truth]
     assert len(exp.score_ci) == 2 and "## Samples" in exp.path.read_text(encoding="utf-8")
@@ -143,7 +147,7 @@ def test_pytest_benchmark_saved_without_data_warns_and_has_no_interval(
     base, cand = pytest_benchmark_files["baseline_saved"], pytest_benchmark_files["candidate_saved"]
     assert all("data" not in b["stats"] for b in benchmarks(base))
     with pytest.warns(TimingsWarning) as caught:
-        exp = record_iteration(store, baseline=base, candidate=cand, **fields())
+        exp = record_iteration(store, baseline=base, candidate=cand, **fields(env=CPU_ENV))
     messages = [str(w.message) for w in caught if issubclass(w.category, TimingsWarning)]
     assert len(messages) == 2  # one per file
     assert all("--benchmark-save-data" in m and "--benchmark-json" in m for m in messages)
@@ -170,9 +174,10 @@ def test_a_cpu_kernel_timed_by_pytest_benchmark_is_not_a_gpu_kernel(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    """Recorded on a machine without a GPU, a wall clock timed the CPU: never flagged
-    "a GPU kernel timed without device synchronisation". On a machine with a GPU kexp
-    cannot tell, until the protocol says ``device: cpu``."""
+    """Recorded on a machine without a GPU, its env naming the CPU alone, a wall clock
+    timed the CPU: never flagged "a GPU kernel timed without device synchronisation". On
+    a machine with a GPU, of an env naming none, kexp cannot tell, until the protocol
+    says ``device: cpu``."""
     from kexp.measure import envinfo
 
     base, cand = pytest_benchmark_files["baseline_json"], pytest_benchmark_files["candidate_json"]
@@ -181,7 +186,7 @@ def test_a_cpu_kernel_timed_by_pytest_benchmark_is_not_a_gpu_kernel(
     with warnings.catch_warnings():  # (real timings: the one-run note, as they fall)
         warnings.filterwarnings("ignore", ONE_RUN_NOTE, TimingsWarning)
         on_cpu = record_iteration(
-            store, baseline=base, candidate=cand, **fields(change_summary="a - x")
+            store, baseline=base, candidate=cand, **fields(change_summary="a - x", env=CPU_ENV)
         )
     assert on_cpu.protocol["device"] == "cpu"
     assert not any("GPU kernel" in r for r in suspect_reasons(on_cpu))
@@ -193,13 +198,13 @@ def test_a_cpu_kernel_timed_by_pytest_benchmark_is_not_a_gpu_kernel(
         # (each on its own machine: the same timing files on one would be the same
         # record made again, and refused)
         unknown = record_iteration(
-            store, baseline=base, candidate=cand, **fields(change_summary="b - x", env="GPU box")
+            store, baseline=base, candidate=cand, **fields(change_summary="b - x", env="lab box")
         )
         said = record_iteration(
             store,
             baseline=base,
             candidate=cand,
-            **fields(change_summary="c - x", protocol={"device": "cpu"}, env="GPU box 2"),
+            **fields(change_summary="c - x", protocol={"device": "cpu"}, env="lab box 2"),
         )
     assert "device" not in unknown.protocol
     assert any("GPU kernel" in r and "device not said" in r for r in suspect_reasons(unknown))

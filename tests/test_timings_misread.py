@@ -28,8 +28,10 @@ def add(repo: Path, base: str, cand: str, *extra: str) -> tuple[int, str, str]:
     stdout, stderr)."""
     (repo / "base.in").write_text(base, encoding="utf-8")
     (repo / "cand.in").write_text(cand, encoding="utf-8")
+    # each record a try of its own (one summary twice would be tried before, warned)
+    summary = f"Tiled rows, try {len(files(repo)) + 1} - x"
     done = run_kexp(
-        "add", "--summary", "Tiled rows - x", *CAMPAIGN, "--baseline", "base.in",
+        "add", "--summary", summary, *CAMPAIGN, "--baseline", "base.in",
         "--candidate", "cand.in", "--json", *extra, cwd=repo,
     )  # fmt: skip
     return done.returncode, done.stdout, done.stderr
@@ -303,8 +305,8 @@ def test_a_timings_file_given_as_profiling_info_is_warned(repo: Path) -> None:
         ("notes.txt", "registers 48 -> 40, occupancy 50% -> 75%\n", None),
     ):
         (repo / name).write_text(text, encoding="utf-8")
-        done = run_kexp(
-            "add", "--summary", "Unroll 4 - +2%", "--score", "1.02", *CAMPAIGN,
+        done = run_kexp(  # (each its own change: one summary twice is tried before, warned)
+            "add", "--summary", f"Unroll 4, {name} - +2%", "--score", "1.02", *CAMPAIGN,
             "--profiling-file", name, "--json", cwd=repo,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

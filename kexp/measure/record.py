@@ -40,6 +40,7 @@ experiment.
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -95,6 +96,7 @@ from kexp.measure.measurements import Measurement, gather, load_measurements, re
 from kexp.measure.scoring import parent_judge, score_measurements
 from kexp.measure.stepbase import StepBaseline, step_baseline
 from kexp.measure.timings import profiling_info, sniff
+from kexp.storage.dedupe import code_key
 from kexp.storage.location import find_root
 from kexp.storage.store import Store
 
@@ -180,9 +182,9 @@ def with_timings(
     measurement), or a ``table`` file, or ready ``measurements``; without any,
     ``fields`` come back as they are. With samples, ``score_ci`` and the ``## Samples``
     section (unless not ``keep_samples``) are filled too, and the ``protocol`` fields
-    the timings tell (timer, repetitions, device) are added to any given; a wall clock
-    on a machine without a GPU (:func:`kexp.measure.envinfo.gpu_present`) timed the CPU
-    (``device: cpu``). A reader's warnings (summaries without raw samples) are issued.
+    the timings tell (timer, repetitions, device) are added to any given; a wall clock's
+    device not given is :func:`wall_clock_device`'s (the GPU the ``env`` names, else the
+    CPU of a machine without a GPU). A reader's warnings (summaries without raw samples) are issued.
     Timings that do not state their unit are in ``unit``, microseconds when it is None;
     then any below ``Settings.suspect_time_below_us`` (0.5 us: no GPU kernel is timed
     that short) are refused (:func:`kexp.measure.checks.check_assumed_unit`): the unit
@@ -227,11 +229,9 @@ def with_timings(
         warnings.warn(overridden, TimingsWarning, stacklevel=3)
     protocol = {**gathered.protocol, **(data.get("protocol") or {})}
     if protocol.get("timer") == "wall_clock" and "device" not in protocol:
-        # lazy: not every command that imports this module needs kexp.measure.envinfo
-        from kexp.measure.envinfo import gpu_present
-
-        if not gpu_present():  # a wall clock on a machine without a GPU timed a CPU
-            protocol["device"] = "cpu"
+        device = wall_clock_device(data.get("env"))
+        if device is not None:
+            protocol["device"] = device
     if protocol:
         data["protocol"] = protocol
     if gathered.unit_unstated:
@@ -266,6 +266,40 @@ def with_timings(
     if given:
         data["raw_result"] = f"{scored.raw_result}\n\n{given}"
     return data
+
+
+#: Words of an ``env`` that name a GPU or its runtime, whole words of any case: CUDA, ROCm,
+#: HIP and their libraries (a version glued on: ``rocm6.1``, a wheel's ``+cu121``), the
+#: vendors' and families' names, and the GPU models (``H100``, ``A10G``, ``L40S``,
+#: ``MI300X``, ``gfx90a``). A CPU's names (``EPYC 9654``, ``Xeon``, ``Cortex-A72``) are none.
+GPU_WORDS = re.compile(
+    r"(?<![a-z0-9])(?:"
+    r"(?:cuda|rocm|hip|cudnn|nccl|rccl|cu1\d\d|gpus?|nvidia|geforce|quadro|tesla|radeon"
+    r"|instinct|rtx|gtx)(?![a-z])"
+    r"|(?:a(?:2|10|16|30|40|100|800)|h(?:20|100|200|800)|b[123]00|g[bh][123]00|l(?:4|20|40)"
+    r"|v100|t4|p(?:4|40|100)|k80|mi\d{2,3}|gfx\d{2,4})[a-z]?(?![a-z0-9])"
+    r")",
+    re.IGNORECASE,
+)
+
+
+def names_gpu(env: object) -> bool:
+    """Whether ``env`` names a GPU or a GPU runtime (:data:`GPU_WORDS`)."""
+    return isinstance(env, str) and GPU_WORDS.search(env) is not None
+
+
+def wall_clock_device(env: object) -> str | None:
+    """The ``protocol.device`` of timings a wall clock took, the record saying none:
+    ``gpu`` when its ``env`` names a GPU (:func:`names_gpu`: the GPU ran them, wherever
+    the record is made: an agent's controller, CI), else ``cpu`` on a machine without a
+    GPU (:func:`kexp.measure.envinfo.gpu_present`: it timed the CPU), else None (a machine
+    with a GPU may time either)."""
+    if names_gpu(env):
+        return "gpu"
+    # lazy: not every command that imports this module needs kexp.measure.envinfo
+    from kexp.measure.envinfo import gpu_present
+
+    return None if gpu_present() else "cpu"
 
 
 def _step_baseline(
@@ -347,7 +381,10 @@ def record_iteration(
     validates, and writes; a repeated code change
     (:class:`kexp.core.errors.RepeatedChangeWarning`, or
     :class:`kexp.core.errors.RemeasureWarning` when base commit and env repeat too: use
-    :func:`kexp.measure.remeasure.remeasure`) and a suspect measurement
+    :func:`kexp.measure.remeasure.remeasure`), a change without a code change whose
+    summary, kernel, dtype, env and parent repeat an earlier experiment's
+    (``RepeatedChangeWarning``: :func:`kexp.storage.repeats.warn_same_summary`) and a
+    suspect measurement
     (:class:`SuspectMeasurementWarning`) are warnings, not errors. A ``profiling_info``
     that is ``ncu --csv`` output is kept as a compact table
     (:func:`kexp.measure.timings.profiling_info`).
@@ -458,6 +495,10 @@ def record_iteration(
     if rooted is not None:
         warnings.warn(rooted, RootWarning, stacklevel=2)
     warn_if_chained(store, exp, before.rows if before.read else None)  # a chained root
+    if before.read:  # no code change: the same change again, by its summary
+        from kexp.storage.repeats import warn_same_summary  # lazy: retrieval's index
+
+        warn_same_summary(store, exp, before.rows, stacklevel=2)
     if said_of_base is not None:
         warnings.warn(
             f"experiment {exp.id}: {said_of_base[1]} (kexp validate warns of it)",
@@ -503,12 +544,14 @@ def _warn_if_large_profiling(text: str, limit: int) -> None:
 def read_before_write(store: Store, data: Mapping[str, Any]) -> BeforeWrite:
     """The store's experiments before the record ``data`` is written, read once (none
     when nothing is checked): the envs recorded (the env's spelling is checked against
-    them) and, for a root (no ``pid``, not measured against the reference, no control),
-    its campaign's best tip (:func:`root_note`). Nothing is read again after the write:
-    the record itself is neither of them."""
+    them), for a root (no ``pid``, not measured against the reference, no control),
+    its campaign's best tip (:func:`root_note`), and for a record without a code change,
+    the rows its summary is compared with
+    (:func:`kexp.storage.repeats.warn_same_summary`). Nothing is read again after the
+    write: the record itself is none of them."""
     env = str(data.get("env") or "").strip()
     root = not data.get("pid") and data.get("measured_against") != "reference"
-    if not env and not root:
+    if not env and not root and code_key(str(data.get("code_change") or "")):
         return BeforeWrite([], None, {}, False)
     found = store.found()
     envs = sorted({row.env for row in found.rows}) if env else []

@@ -453,6 +453,33 @@ def unchanged_key(operator_sig: object, dtype_sig: object, env: object, pid: obj
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+#: Where a ``change_summary``'s result starts: `` - `` before a figure (``+0.4%``,
+#: ``-6.9% (LDS conflicts)``, ``1.02x``).
+_RESULT_FIGURE = re.compile(r" - (?=[-+\u2212]?[0-9.])")
+
+
+def summary_key(summary: object) -> str:
+    """What a ``change_summary`` (``<What> - <Result>``) says was changed, the key of a
+    change recorded without a code change: its text before the result (the `` - ``
+    before its figure, else the last `` - ``), case, spaces and trailing punctuation
+    folded ("" for none). ``Stage tile through LDS - -6.9% (LDS conflicts)`` and ``stage
+    tile  through LDS - -7.07%`` share it."""
+    text = str(summary or "")
+    figure = _RESULT_FIGURE.search(text)
+    what = text[: figure.start()] if figure else text.rpartition(" - ")[0] or text
+    return " ".join(what.casefold().split()).rstrip(".,;: ")
+
+
+def summary_message(repeats: list[Repeat], limit: int = 3) -> str:
+    """The warning text of a change recorded without a code change whose summary
+    (:func:`summary_key`), kernel, dtype, env and parent repeat ``repeats``'."""
+    return (
+        "this change (no code_change given: its change_summary, kernel, dtype, env and "
+        f"parent compared) was already tried in {_named(repeats, limit)}: read that "
+        "experiment before measuring it again"
+    )
+
+
 def repeat_message(repeats: list[Repeat], limit: int = 3) -> str:
     """The warning text naming the earlier experiments (at most ``limit`` of each kind):
     the identical changes, then the near-duplicates."""

@@ -1,6 +1,8 @@
 """Tried before: the experiments whose code change repeats, or nearly repeats, another's
 (the warning of a create, :func:`warn_tried_before`; a context's what not to repeat,
-:func:`repeats_in`), asked of :mod:`kexp.storage.retrieval`'s index."""
+:func:`repeats_in`), asked of :mod:`kexp.storage.retrieval`'s index; a change recorded
+without a code change, by its summary, kernel, dtype, env and parent
+(:func:`warn_same_summary`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from kexp.core.errors import (
     RevertWarning,
 )
 from kexp.core.model import attach
+from kexp.core.outcome import is_control
 from kexp.format.notes import retired_reason
 from kexp.storage.dedupe import (
     Repeat,
@@ -31,6 +34,8 @@ from kexp.storage.dedupe import (
     reverts,
     shingles_of_normalized,
     signature,
+    summary_key,
+    summary_message,
     unchanged_key,
 )
 from kexp.storage.retrieval import Index, Search, asked, light_search, path_order, searching
@@ -151,32 +156,91 @@ def repeats_in(
     repeats = []
     for exp, row, similarity, identical, lines_alike in found:
         attach(exp, derived=derivation.of(exp))
-        where = row.where
-        repeats.append(
-            Repeat(
-                exp.id,
-                float(exp.score),
-                exp.outcome,
-                exp.change_summary,
-                exp.path,
-                base_commit=exp.base_commit,
-                env=exp.env,
-                similarity=round(similarity, 4),
-                identical=identical,
-                lines_alike=lines_alike,
-                ref="" if where is None or where.ref == "local" else where.ref,
-                samples=exp.samples,
-                operator_sig=signature(exp.operator_sig),
-                dtype_sig=signature(exp.dtype_sig),
-                pid=signature(exp.pid),
-                shown_score=exp.derived.shown_score,
-                retired=retired_reason(exp.detailed_description),
-            )
-        )
+        repeats.append(_repeat(exp, row, similarity, identical, lines_alike))
     identical_first = [r for r in repeats if r.identical]
     created = {exp.id: exp.created_at for exp, *_ in found}
     identical_first.sort(key=lambda r: (created[r.id], r.id))
     return identical_first + [r for r in repeats if not r.identical]
+
+
+def _repeat(
+    exp: KernelExperiment, row: Row, similarity: float, identical: bool, lines_alike: bool
+) -> Repeat:
+    """The :class:`Repeat` of ``exp`` (read from ``row``'s file, what is derived of it
+    attached)."""
+    where = row.where
+    return Repeat(
+        exp.id,
+        float(exp.score),
+        exp.outcome,
+        exp.change_summary,
+        exp.path,
+        base_commit=exp.base_commit,
+        env=exp.env,
+        similarity=round(similarity, 4),
+        identical=identical,
+        lines_alike=lines_alike,
+        ref="" if where is None or where.ref == "local" else where.ref,
+        samples=exp.samples,
+        operator_sig=signature(exp.operator_sig),
+        dtype_sig=signature(exp.dtype_sig),
+        pid=signature(exp.pid),
+        shown_score=exp.derived.shown_score,
+        retired=retired_reason(exp.detailed_description),
+    )
+
+
+def same_summary(store: StoreView, exp: KernelExperiment, rows: Sequence[Row]) -> list[Repeat]:
+    """The experiments among ``rows`` (the store as it was before ``exp`` was recorded)
+    that ``exp``, recorded without a code change (none, or a placeholder), tries again:
+    of its kernel, dtype, env and parent, whose ``change_summary`` says the same change
+    (:func:`kexp.storage.dedupe.summary_key`: case, spaces and the result after `` - ``
+    aside), controls left out; oldest first. None for a change given, a control, or a
+    summary that says no change."""
+    if is_control(exp) or key_of_normalized(normalize_code_change(exp.code_change)):
+        return []
+    wanted = summary_key(exp.change_summary)
+    if not wanted:
+        return []
+    kernel = tuple(signature(v) for v in (exp.operator_sig, exp.dtype_sig, exp.env, exp.pid))
+    alike = [
+        row
+        for row in rows
+        if row.id != exp.id
+        and not is_control(row)
+        and tuple(signature(v) for v in (row.operator_sig, row.dtype_sig, row.env, row.pid))
+        == kernel
+        and summary_key(row.change_summary) == wanted
+    ]
+    found: list[tuple[KernelExperiment, Row]] = []
+    for row, checked in zip(alike, store.source.check_found(alike, store.settings), strict=True):
+        if checked.ok:
+            earlier = checked.experiment()
+            attach(earlier, store.settings, path=store.experiments_dir / row.path,
+                   where=row.sighting())  # fmt: skip
+            found.append((earlier, row))
+    if not found:
+        return []
+    found.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
+    derivation = _derivation_for(store, [earlier for earlier, _ in found])
+    repeats = []
+    for earlier, row in found:
+        attach(earlier, derived=derivation.of(earlier))
+        repeats.append(_repeat(earlier, row, 1.0, True, False))
+    return repeats
+
+
+def warn_same_summary(
+    store: StoreView, exp: KernelExperiment, rows: Sequence[Row], *, stacklevel: int = 2
+) -> list[Repeat]:
+    """Warn (:class:`~kexp.core.errors.RepeatedChangeWarning`, the record written all the
+    same) when ``exp`` tries a change again by its summary (:func:`same_summary`), naming
+    the earlier experiments as a repeated code change names them; returns them.
+    ``stacklevel`` is relative to the caller of this function."""
+    repeats = same_summary(store, exp, rows)
+    if repeats:
+        warnings.warn(summary_message(repeats), RepeatedChangeWarning, stacklevel=stacklevel + 1)
+    return repeats
 
 
 def _copied(earlier: str, new: str) -> bool:
