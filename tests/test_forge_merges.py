@@ -171,6 +171,52 @@ def test_a_reverted_correction_stays_reverted_in_every_clone(tmp_path: Path) -> 
         assert "origin/kexp/alice" in rows[e]["other_versions"], (reader.name, rows[e])
 
 
+def test_a_rebase_merged_then_reverted_experiment_is_gone(tmp_path: Path) -> None:
+    """Alice's pull request (code and experiment E on B) is rebase-merged onto a moved
+    main, then the lead reverts both rewritten commits; her branch stays on the remote.
+    Read across refs, by the lead (on main) and by Bob (behind, fetched since), E is
+    removed on main: not ranked, not counted, said removed when asked for; B stays."""
+    remote, _ = make_remote(tmp_path)
+    lead, alice, bob = (clone(remote, tmp_path / name) for name in ("lead", "alice", "bob"))
+    b = add(lead, "Tiles 128 - +10%", 1.10)
+    commit_all(lead, 1, "B on main")
+    git(lead, "push", "-q", "origin", "main")
+    git(alice, "pull", "-q")
+    git(bob, "pull", "-q")
+    git(alice, "switch", "-q", "-c", "kexp/alice")
+    with (alice / "kernel.cu").open("a") as kernel:
+        kernel.write("// persistent\n")
+    commit_all(alice, 2, "persistent kernel")
+    e = add(alice, "Persistent kernel - +5%", 1.05, pid=b)
+    commit_all(alice, 3, "experiment E")
+    git(alice, "push", "-q", "-u", "origin", "kexp/alice")
+    (lead / "notes.txt").write_text("other work\n")
+    commit_all(lead, 4, "other work")
+    git(lead, "fetch", "-q")
+    git(lead, "switch", "-q", "-c", "landing", "origin/kexp/alice")
+    at(lead, 5, "rebase", "-q", "main")
+    git(lead, "switch", "-q", "main")
+    git(lead, "merge", "-q", "--ff-only", "landing")
+    git(lead, "branch", "-q", "-D", "landing")
+    at(lead, 6, "revert", "--no-edit", "HEAD", "HEAD~1")
+    git(lead, "push", "-q", "origin", "main")
+    git(bob, "fetch", "-q")
+    for reader in (lead, bob):
+        # The truth, from git: main held E's very file once (the rebase), lacks it now;
+        # the branch holds it still and never saw the revert.
+        assert not holds(reader, "origin/main", e) and holds(reader, "origin/kexp/alice", e)
+        blob = git(reader, "rev-parse", f"origin/kexp/alice:{_path(reader, e)}")
+        landed = git(reader, "log", "--format=%H", "--raw", "--no-abbrev", "origin/main",
+                     "--", _path(reader, e))  # fmt: skip
+        assert blob in landed
+        rows = top(reader)
+        assert e not in rows and b in rows, (reader.name, rows)
+        stats = json.loads(run_kexp("stats", "--all-refs", "--json", cwd=reader).stdout)
+        assert stats["total"] == 1, (reader.name, stats)
+        shown = run_kexp("show", e, "--all-refs", cwd=reader)
+        assert shown.returncode == 2 and "removed" in shown.stderr, shown.stderr
+
+
 def _path(root: Path, exp_id: str) -> str:
     listing = git(root, "ls-tree", "-r", "--name-only", "origin/kexp/alice", "--", "experiments")
     return next(line for line in listing.splitlines() if f"/{exp_id}-" in line)

@@ -350,6 +350,7 @@ class Newest:
         }
         found: dict[str, str] = {}
         noted: dict[str, tuple[str, ...]] = {}
+        waiting: dict[str, dict[int, tuple[str, bytes]]] = {}  # held by side refs alone
         held = [(i, [v]) for i, v in single.items()] + list(several.items())
         for exp_id, versions in held:
             keys = {p: (path, key) for path, key, where in versions for p in where}
@@ -381,7 +382,51 @@ class Newest:
             else:
                 if removers:
                     noted[exp_id] = tuple(removers)
+                elif not kept:
+                    waiting[exp_id] = keys
+        found.update(self._landed_and_removed(waiting, stores))
         return found, noted
+
+    def _landed_and_removed(
+        self, waiting: dict[str, dict[int, tuple[str, bytes]]], stores: set[int]
+    ) -> dict[str, str]:
+        """Of the experiments side refs alone hold (``waiting``: id → each holding
+        place's (path, key)), those the working tree's commit or a remote's default
+        branch removed after landing a copy of them (a squash or rebase merge, then a
+        revert): its history since it parted from each holder held that very version
+        at one of the experiment's paths, and lacks it now. One git process for each
+        pair of such a place and a holder, for the paths of all the experiments they
+        share, kept in the cache."""
+        if not waiting:
+            return {}
+        commits = self._commits
+        lacking = [p for p in (0, *sorted(self._defaults)) if commits[p] and p in stores]
+        found: dict[str, str] = {}
+        for place in lacking:
+            pairs: dict[int, set[str]] = {}
+            for exp_id, keys in waiting.items():
+                if exp_id not in found and place not in keys:
+                    for holder, (path, _) in keys.items():
+                        pairs.setdefault(holder, set()).update(layout_twins(path))
+            held: dict[int, dict[str, set[str]]] = {}
+            for holder, paths in pairs.items():
+                base = self._merge_base(place, holder)
+                blobs: dict[str, set[str]] = {}
+                for _, _, changed in self._git.changes(
+                    str(commits[place]), self._folder, sorted(paths), exclude=base
+                ):
+                    for path, olds, new in changed:
+                        blobs.setdefault(path, set()).update((*olds, new))
+                held[holder] = blobs
+            for exp_id, keys in waiting.items():
+                if exp_id in found or place in keys:
+                    continue
+                if all(
+                    key.hex() in {b for twin in layout_twins(path) for b in held[h].get(twin, ())}
+                    for h, (path, key) in keys.items()
+                ):
+                    found[exp_id] = self._places[place]
+        return found
 
     def _merge_base(self, first: int, second: int) -> str | None:
         """The merge base of two places' commits (kept for the read)."""
