@@ -478,8 +478,8 @@ class Newest:
         second: tuple[tuple[tuple[str, bytes], ...], list[int]],
     ) -> tuple[bool, bool]:
         """Whether the state ``first`` (files, places) is newer than ``second``, and
-        whether that was decided by the commits' dates (both changed since their merge
-        base)."""
+        whether that was decided by the dates of their last changes (both changed apart:
+        neither change made on the other's, nor either history holding the other)."""
         mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
         if mine[0] != mine[1]:
             edit, other = (first, second) if mine[0] else (second, first)
