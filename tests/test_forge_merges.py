@@ -77,6 +77,13 @@ def last_changed(root: Path, ref: str, exp_id: str) -> int:
     return int(git(root, "log", "-1", "--format=%ct", ref, "--", path))
 
 
+def _last_commit(root: Path, ref: str, exp_id: str) -> str:
+    """The commit of ``ref``'s history that last changed ``exp_id``'s file."""
+    listing = git(root, "ls-tree", "-r", "--name-only", ref, "--", "experiments")
+    path = next(line for line in listing.splitlines() if f"/{exp_id}-" in line)
+    return git(root, "log", "-1", "--format=%H", ref, "--", path)
+
+
 def holds(root: Path, ref: str, exp_id: str) -> bool:
     listing = git(root, "ls-tree", "-r", "--name-only", ref, "--", "experiments")
     return f"/{exp_id}-" in listing
@@ -138,25 +145,34 @@ def test_a_kept_branch_pushed_to_after_its_merge_does_not_bring_back_its_old_ver
     assert rows[e]["ref"] == "origin/kexp/alice" and rows[e]["unmerged"], rows[e]
 
 
-def test_a_reverted_correction_stays_reverted_in_every_clone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("same_second", [False, True])
+def test_a_reverted_correction_stays_reverted_in_every_clone(
+    tmp_path: Path, same_second: bool
+) -> None:
     """E is 1.10 on main. Alice corrects it to 1.07 on her branch; the lead merges it
     by a merge commit, then reverts the merge: main holds 1.10 again, at a new commit.
     Bob (his checkout still at E's first commit, fetched since) and Alice (her checkout
-    at her merged branch) both read main's 1.10: the revert is the newest change."""
+    at her merged branch) both read main's 1.10: the revert is the newest change, made
+    on the merge of the correction, even when every commit has the same date (a
+    script's commits within one second)."""
+
+    def tick(n: int) -> int:
+        return 1 if same_second else n
+
     remote, _ = make_remote(tmp_path)
     lead, alice, bob = (clone(remote, tmp_path / name) for name in ("lead", "alice", "bob"))
     e = add(lead, "Tiles 128 - +10%", 1.10)
-    commit_all(lead, 1, "E on main")
+    commit_all(lead, tick(1), "E on main")
     git(lead, "push", "-q", "origin", "main")
     git(bob, "pull", "-q")
     git(alice, "pull", "-q")
     git(alice, "switch", "-q", "-c", "kexp/alice")
     correct(alice, e, 1.07, "remeasured")
-    commit_all(alice, 2, "correct E")
+    commit_all(alice, tick(2), "correct E")
     git(alice, "push", "-q", "-u", "origin", "kexp/alice")
     git(lead, "fetch", "-q")
-    at(lead, 3, "merge", "-q", "--no-ff", "origin/kexp/alice", "-m", "Merge PR #1")
-    at(lead, 4, "revert", "-m", "1", "--no-edit", "HEAD")
+    at(lead, tick(3), "merge", "-q", "--no-ff", "origin/kexp/alice", "-m", "Merge PR #1")
+    at(lead, tick(4), "revert", "-m", "1", "--no-edit", "HEAD")
     git(lead, "push", "-q", "origin", "main")
     for reader in (lead, bob, alice):
         git(reader, "fetch", "-q")
@@ -164,7 +180,10 @@ def test_a_reverted_correction_stays_reverted_in_every_clone(tmp_path: Path) -> 
         assert score_at(reader, "origin/main", e) == 1.10
         assert score_at(reader, "origin/kexp/alice", e) == 1.07
         assert git(reader, "merge-base", "--is-ancestor", "origin/kexp/alice", "origin/main") == ""
-        assert last_changed(reader, "origin/main", e) > last_changed(reader, "origin/kexp/alice", e)
+        # main's last change of E (the revert) was made on the branch's (the correction).
+        made = [_last_commit(reader, ref, e) for ref in ("origin/kexp/alice", "origin/main")]
+        assert made[0] != made[1]
+        assert git(reader, "merge-base", "--is-ancestor", *made) == ""
         rows = top(reader)
         assert rows[e]["score"] == 1.10, (reader.name, rows[e])
         assert "unmerged" not in rows[e] and not rows[e].get("diverged"), (reader.name, rows[e])

@@ -527,7 +527,11 @@ class Newest:
                 made = {new for n, _, new in lines if n == at}
                 before = {old for n, olds, _ in lines if n == at for old in olds}
                 if (made - before) & keys:
-                    if order[at][1] > best[1]:
+                    sha, date = order[at]
+                    if date > best[1] or (  # as new: the one made on the other (a revert)
+                        date == best[1] and sha != best[0] and self._git.merge_base(
+                            sha, str(best[0])) == best[0]
+                    ):  # fmt: skip
                         best = order[at]
                     break
         if best[0] is None:
