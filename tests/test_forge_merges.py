@@ -239,3 +239,36 @@ def test_a_rebase_merged_then_reverted_experiment_is_gone(tmp_path: Path) -> Non
 def _path(root: Path, exp_id: str) -> str:
     listing = git(root, "ls-tree", "-r", "--name-only", "origin/kexp/alice", "--", "experiments")
     return next(line for line in listing.splitlines() if f"/{exp_id}-" in line)
+
+
+def test_a_copy_taken_before_a_force_push_is_no_edit(tmp_path: Path) -> None:
+    """Bob copies Alice's E from her pull-request branch (``git restore --source``, as
+    kexp advises) and builds F on it; asked for an edit, Alice amends E (1.10 → 1.02)
+    and force-pushes. Bob fetches: his untouched copy is the version the branch held
+    before (its reflog says so), not his edit; her amended 1.02 is read, F on it."""
+    remote, _ = make_remote(tmp_path)
+    alice, bob = (clone(remote, tmp_path / name) for name in ("alice", "bob"))
+    git(alice, "switch", "-q", "-c", "kexp/alice")
+    e = add(alice, "Tiles 128 - +10%", 1.10)
+    commit_all(alice, 1, "E")
+    git(alice, "push", "-q", "-u", "origin", "kexp/alice")
+    git(bob, "fetch", "-q")
+    path = _path(bob, e)
+    git(bob, "restore", "--source", "origin/kexp/alice", "--", path)
+    f = add(bob, "Stages 4 - +3%", 1.03, pid=e)
+    correct(alice, e, 1.02, "lead: measured with clocks unlocked; 1.02 locked")
+    git(alice, "add", "-A")
+    at(alice, 2, "commit", "-q", "--amend", "--no-edit")
+    git(alice, "push", "-q", "-f", "origin", "kexp/alice")
+    git(bob, "fetch", "-q")
+    # The truth, from git: Bob's file is the blob the branch held before the push.
+    before = git(bob, "rev-parse", f"origin/kexp/alice@{{1}}:{path}")
+    assert git(bob, "hash-object", path) == before
+    assert score_at(bob, "origin/kexp/alice", e) == 1.02
+    rows = top(bob)
+    assert rows[e]["score"] == 1.02 and rows[e]["ref"] == "origin/kexp/alice", rows[e]
+    assert not rows[e].get("diverged"), rows[e]
+    assert rows[f]["cumulative_score"] == pytest.approx(1.02 * 1.03), rows[f]
+    # An edit of his own after the copy is his: read as the working tree's.
+    (bob / path).write_text((bob / path).read_text().replace("score: 1.1\n", "score: 1.11\n"))
+    assert top(bob)[e]["score"] == 1.11

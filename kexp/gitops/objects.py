@@ -154,19 +154,27 @@ PathChange = tuple[str, tuple[str, ...], str]
 
 
 def path_changes(
-    repo: git.Repo | Worktree, commit: str, paths: Sequence[str], *, exclude: str | None = None
+    repo: git.Repo | Worktree,
+    commit: str | Sequence[str],
+    paths: Sequence[str],
+    *,
+    exclude: str | None = None,
 ) -> list[tuple[str, int, list[PathChange]]]:
-    """The commits of the history of ``commit`` (less that of ``exclude``, when given)
-    that changed ``paths`` (repository paths), newest first, each as (hash, committer
-    date, what it changed of them): a merge's changes are those it made against every
-    parent (a merge taking one side's file changed nothing). One git process."""
-    if not is_hex(commit, 40) or (exclude is not None and not is_hex(exclude, 40)):
+    """The commits of the history of ``commit`` (or of several commits), less that of
+    ``exclude`` when given, that changed ``paths`` (repository paths), newest first,
+    each as (hash, committer date, what it changed of them): a merge's changes are
+    those it made against every parent (a merge taking one side's file changed
+    nothing). One git process."""
+    tips = [commit] if isinstance(commit, str) else list(commit)
+    if not all(is_hex(tip, 40) for tip in tips) or (
+        exclude is not None and not is_hex(exclude, 40)
+    ):
         raise GitError("path_changes takes full commit hashes")
-    if not paths:
+    if not paths or not tips:
         return []
     output = git_command(
         repo, "log", "--format=%x00%H %ct", "--raw", "--no-abbrev", "--no-renames", "-c",
-        commit, *((f"^{exclude}",) if exclude else ()), "--", *paths,
+        *tips, *((f"^{exclude}",) if exclude else ()), "--", *paths,
         env={"GIT_LITERAL_PATHSPECS": "1"},
     ).stdout  # fmt: skip
     found: list[tuple[str, int, list[PathChange]]] = []
@@ -189,6 +197,18 @@ def path_changes(
                 changes.append((path, tuple(blobs[:-1]), blobs[-1]))
         found.append((sha, int(date) if date.isdigit() else 0, changes))
     return found
+
+
+def reflog_commits(repo: git.Repo | Worktree, ref: str, limit: int) -> list[str]:
+    """The commits ``ref`` (a full ref name) named before, newest first, as its reflog
+    keeps them (at most ``limit`` entries read; none without a reflog). One git
+    process."""
+    if not is_ref_name(ref):
+        raise GitError(f"{ref!r} is not a ref name")
+    found = git_command(repo, "log", "-g", f"-n{limit}", "--format=%H", ref, "--", ok_codes=None)
+    if found.status != 0:
+        return []
+    return [sha for sha in dict.fromkeys(found.stdout.split()) if is_hex(sha, 40)]
 
 
 def save_blobs(repo: git.Repo | Worktree, paths: Sequence[Path]) -> list[str]:

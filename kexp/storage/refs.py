@@ -13,7 +13,9 @@ file), unless the other version's history held it (that ref descends from it: wh
 this clone published to a side branch that a reviewer corrected there since is no
 edit, but the older version; so is a local branch's, and the working tree's as that
 branch has it, when its remote-tracking branch holds a rewrite of every commit of it
-that it lacks: a reviewer amended the published commit and force-pushed); else, each
+that it lacks: a reviewer amended the published commit and force-pushed; so is a
+file copied unchanged from a remote-tracking branch whose reflog held it, rewritten
+since: its author amended it and force-pushed); else, each
 version taken at the commit that last changed it (of the places holding it, the
 newest commit of their history that made its files what they are: a revert is one;
 a ref's later commits that left the file alone are not), the one whose change
@@ -283,8 +285,9 @@ class RefsSource:
         self._invalid_keys = {}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
         own = frozenset(n for n, r in enumerate(self.refs, 1) if r.name.startswith("refs/heads/"))
+        names = ("", *(ref.name for ref in self.refs))
         newest = Newest(self.places, self.folder, git, commits, dates, self.defaults,
-                        _tracking(self.refs), own)  # fmt: skip
+                        _tracking(self.refs), own, names)  # fmt: skip
         removed, noted = newest.removed(single, several)
         for exp_id in removed:
             single.pop(exp_id, None)

@@ -31,6 +31,8 @@ PlaceFolders = dict[str, tuple[str | None, ...]]
 Version = tuple[str, bytes, tuple[int, ...]]
 #: How a removal on the default branch says the working tree holds the experiment still.
 HELD = "the working tree holds it from before that removal"
+#: How many earlier values of a ref its reflog is read for (:meth:`Newest._copied`).
+REFLOG_DEPTH = 100
 #: A file of a duplicate id left out of a read: (its path, content key, the place, the
 #: path kept there).
 Duplicate = tuple[str, bytes, int, str]
@@ -186,16 +188,21 @@ class GitTrees:
         return frozenset(bytes.fromhex(blob) for blob in found)
 
     def changes(
-        self, commit: str, folder: str, paths: Sequence[str], exclude: str | None = None
+        self,
+        commit: str | Sequence[str],
+        folder: str,
+        paths: Sequence[str],
+        exclude: str | None = None,
     ) -> list[tuple[str, int, list[PathChange]]]:
-        """The commits of ``commit``'s history (less ``exclude``'s) that changed ``paths``
-        (relative to ``folder``, the store's folder in the repository), newest first,
-        with what each changed of them (:func:`kexp.gitops.objects.path_changes`, its
-        paths relative to ``folder`` too): kept in the cache while the history is
-        complete, as merge bases are."""
+        """The commits of ``commit``'s history (or several commits'), less ``exclude``'s,
+        that changed ``paths`` (relative to ``folder``, the store's folder in the
+        repository), newest first, with what each changed of them
+        (:func:`kexp.gitops.objects.path_changes`, its paths relative to ``folder``
+        too): kept in the cache while the history is complete, as merge bases are."""
         wanted = sorted(set(paths))
+        tips = commit if isinstance(commit, str) else ",".join(commit)
         name = (
-            f"changes:{commit}:{exclude or ''}:"
+            f"changes:{tips}:{exclude or ''}:"
             + hashlib.sha1("\n".join(wanted).encode("utf-8", "surrogateescape")).hexdigest()
         )
         if self._keep_bases:
@@ -243,6 +250,7 @@ class Newest:
         defaults: frozenset[int] = frozenset(),
         tracking: dict[int, frozenset[int]] | None = None,
         own: frozenset[int] = frozenset(),
+        ref_names: Sequence[str] = (),
     ) -> None:
         self._places = places
         #: The places that are a remote's default branch (``origin/HEAD``'s target).
@@ -259,6 +267,9 @@ class Newest:
         #: what its working tree's edits were made on.
         self._own = own
         self._redone: dict[tuple[str, str], bool] = {}
+        #: Each place's full ref name ("" for the working tree): whose reflog says
+        #: what a ref held before a force-push (:meth:`_copied`).
+        self._ref_names = tuple(ref_names)
         #: Each place → the paths (relative to the store's folder) a judgement of
         #: diverged versions may ask of its history: those of every experiment of
         #: several versions it holds, walked at once (:meth:`_walk`).
@@ -483,7 +494,11 @@ class Newest:
         mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
         if mine[0] != mine[1]:
             edit, other = (first, second) if mine[0] else (second, first)
-            if self._descends(other, edit[0]) or self._superseded(edit[1], other[1]):
+            if (
+                self._descends(other, edit[0])
+                or self._superseded(edit[1], other[1])
+                or self._copied(other, edit[0])
+            ):
                 return mine[1], False  # the working tree's is older: not an edit
         if mine[0] or mine[1]:  # the working tree's edit is newest; diverged when the
             other = second if mine[0] else first  # other changed what this clone never had
@@ -607,6 +622,41 @@ class Newest:
         paths = {twin for path, _ in (*state[0], *older) for twin in layout_twins(path)}
         held = self._git.history(commit, self._folder, sorted(paths))
         return all(key in held for _, key in older)
+
+    def _copied(
+        self,
+        state: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        older: tuple[tuple[str, bytes], ...],
+    ) -> bool:
+        """Whether the working tree's uncommitted contents ``older`` are what a
+        remote-tracking branch holding ``state`` (files, places) held before it was
+        rewritten: a commit its reflog names held each of them at those paths (a copy
+        taken from a teammate's pull-request branch, unchanged, which its author amended
+        and force-pushed since). This clone's own branches are not asked: an older
+        version put back in the working tree on purpose is an edit."""
+        paths = sorted({twin for path, _ in (*state[0], *older) for twin in layout_twins(path)})
+        keys = {key.hex() for _, key in older}
+        for place in state[1]:
+            name = self._ref_names[place] if place < len(self._ref_names) else ""
+            commit = self._commits[place]
+            if not name.startswith("refs/remotes/") or commit is None:
+                continue
+            before = [
+                sha
+                for sha in gitobjects.reflog_commits(self._git.repo, name, REFLOG_DEPTH)
+                if sha != commit
+            ]
+            if not before:
+                continue
+            held = {
+                blob
+                for _, _, changed in self._git.changes(before, self._folder, paths)
+                for _, olds, new in changed
+                for blob in (*olds, new)
+            }
+            if keys <= held:
+                return True
+        return False
 
     def _had(self, state: tuple[tuple[tuple[str, bytes], ...], list[int]]) -> bool:
         """Whether this clone had the version ``state`` (files, places: a ref's) before
