@@ -190,9 +190,13 @@ def test_a_reverted_correction_stays_reverted_in_every_clone(
         assert "origin/kexp/alice" in rows[e]["other_versions"], (reader.name, rows[e])
 
 
-def test_a_rebase_merged_then_reverted_experiment_is_gone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut_between", [False, True])
+def test_a_rebase_merged_then_reverted_experiment_is_gone(
+    tmp_path: Path, cut_between: bool
+) -> None:
     """Alice's pull request (code and experiment E on B) is rebase-merged onto a moved
-    main, then the lead reverts both rewritten commits; her branch stays on the remote.
+    main, then the lead reverts both rewritten commits; her branch stays on the remote
+    (and, ``cut_between``, a branch cut from main between the merge and the revert).
     Read across refs, by the lead (on main) and by Bob (behind, fetched since), E is
     removed on main: not ranked, not counted, said removed when asked for; B stays."""
     remote, _ = make_remote(tmp_path)
@@ -217,6 +221,8 @@ def test_a_rebase_merged_then_reverted_experiment_is_gone(tmp_path: Path) -> Non
     git(lead, "switch", "-q", "main")
     git(lead, "merge", "-q", "--ff-only", "landing")
     git(lead, "branch", "-q", "-D", "landing")
+    if cut_between:  # a teammate's branch cut from main while it held E
+        git(lead, "push", "-q", "origin", "main:kexp/carol")
     at(lead, 6, "revert", "--no-edit", "HEAD", "HEAD~1")
     git(lead, "push", "-q", "origin", "main")
     git(bob, "fetch", "-q")
@@ -224,6 +230,7 @@ def test_a_rebase_merged_then_reverted_experiment_is_gone(tmp_path: Path) -> Non
         # The truth, from git: main held E's very file once (the rebase), lacks it now;
         # the branch holds it still and never saw the revert.
         assert not holds(reader, "origin/main", e) and holds(reader, "origin/kexp/alice", e)
+        assert not cut_between or holds(reader, "origin/kexp/carol", e)
         blob = git(reader, "rev-parse", f"origin/kexp/alice:{_path(reader, e)}")
         landed = git(reader, "log", "--format=%H", "--raw", "--no-abbrev", "origin/main",
                      "--", _path(reader, e))  # fmt: skip
