@@ -374,17 +374,36 @@ def _content_at(root: Path, commit: str, path: str) -> bytes | None:
 
 def _newest(root: Path, holders: dict[bytes, list[str]], path: str) -> bytes:
     """The newest of an experiment's contents (content → the places holding it), by the
-    rule: the working tree's when it is not HEAD's; else the one that changed since the
-    merge base of the two commits; else the later commit's, then the earlier place."""
+    rule: the working tree's when it is not HEAD's; else, each content at the commit
+    that last changed its file (of its places, the newest; of two as new, the
+    descendant), the one changed on top of the other's change; else the one whose
+    history held the other's content; else the one changed later, then the earlier
+    place."""
     order = [LOCAL, *sorted({p for places in holders.values() for p in places} - {LOCAL})]
 
-    def commit(places: list[str]) -> str:
-        first = min(places, key=order.index)
-        return git(root, "rev-parse", "HEAD" if first == LOCAL else first)
+    def rev(place: str) -> str:
+        return "HEAD" if place == LOCAL else place
 
-    def date(places: list[str]) -> int:
-        return max(int(git(root, "log", "-1", "--format=%ct",
-                           "HEAD" if p == LOCAL else p)) for p in places)  # fmt: skip
+    def descends(commit: str, other: str) -> bool:
+        done = subprocess.run(["git", "merge-base", "--is-ancestor", other, commit], cwd=root)
+        return done.returncode == 0
+
+    def changed(places: list[str]) -> tuple[str, int]:
+        best = ("", -1)
+        for place in sorted(places, key=order.index):
+            found = git(root, "log", "-1", "--format=%H %ct", rev(place), "--", path).split()
+            sha, date = found[0], int(found[1])
+            if date > best[1] or (date == best[1] and sha != best[0] and descends(sha, best[0])):
+                best = (sha, date)
+        return best
+
+    def held(places: list[str], content: bytes) -> bool:
+        blob = subprocess.run(["git", "hash-object", "--stdin"], cwd=root, input=content,
+                              capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
+        return any(
+            blob in git(root, "log", "--format=", "--raw", "--no-abbrev", rev(p), "--", path)
+            for p in places
+        )
 
     def uncommitted(content: bytes, places: list[str]) -> bool:
         return LOCAL in places and _content_at(root, "HEAD", path) != content
@@ -396,9 +415,15 @@ def _newest(root: Path, holders: dict[bytes, list[str]], path: str) -> bytes:
             if uncommitted(other, holders[other]):
                 best = other
             continue
-        base = git(root, "merge-base", commit(holders[other]), commit(holders[best]))
-        at_base = _content_at(root, base, path)
-        if at_base == best or (at_base != other and date(holders[other]) > date(holders[best])):
+        mine, theirs = changed(holders[best]), changed(holders[other])
+        if mine[0] != theirs[0] and descends(theirs[0], mine[0]):
+            best = other
+        elif mine[0] != theirs[0] and descends(mine[0], theirs[0]):
+            continue
+        elif held(holders[other], best) != held(holders[best], other):
+            if held(holders[other], best):
+                best = other
+        elif theirs[1] > mine[1]:
             best = other
     return best
 

@@ -148,6 +148,69 @@ def path_history_blobs(repo: git.Repo | Worktree, commit: str, paths: Sequence[s
     return found
 
 
+#: What one commit changed of some paths: (path, the blob before it (one per parent of
+#: a merge; "" where there was none), the blob after it ("": removed)).
+PathChange = tuple[str, tuple[str, ...], str]
+
+
+def path_changes(
+    repo: git.Repo | Worktree,
+    commit: str | Sequence[str],
+    paths: Sequence[str],
+    *,
+    exclude: str | None = None,
+) -> list[tuple[str, int, list[PathChange]]]:
+    """The commits of the history of ``commit`` (or of several commits), less that of
+    ``exclude`` when given, that changed ``paths`` (repository paths), newest first,
+    each as (hash, committer date, what it changed of them): a merge's changes are
+    those it made against every parent (a merge taking one side's file changed
+    nothing). One git process."""
+    tips = [commit] if isinstance(commit, str) else list(commit)
+    if not all(is_hex(tip, 40) for tip in tips) or (
+        exclude is not None and not is_hex(exclude, 40)
+    ):
+        raise GitError("path_changes takes full commit hashes")
+    if not paths or not tips:
+        return []
+    output = git_command(
+        repo, "log", "--format=%x00%H %ct", "--raw", "--no-abbrev", "--no-renames", "-c",
+        *tips, *((f"^{exclude}",) if exclude else ()), "--", *paths,
+        env={"GIT_LITERAL_PATHSPECS": "1"},
+    ).stdout  # fmt: skip
+    found: list[tuple[str, int, list[PathChange]]] = []
+    for chunk in output.split("\0")[1:]:
+        head, _, body = chunk.partition("\n")
+        sha, _, date = head.partition(" ")
+        if not is_hex(sha, 40):
+            continue
+        changes: list[PathChange] = []
+        for line in body.splitlines():
+            if not line.startswith(":"):
+                continue
+            info, _, path = line.partition("\t")
+            parents = len(info) - len(info.lstrip(":"))
+            blobs = [
+                "" if not blob.strip("0") else blob
+                for blob in info.split()[parents + 1 : 2 * parents + 2]
+            ]
+            if len(blobs) == parents + 1 and all(is_hex(b, 40) for b in blobs if b):
+                changes.append((path, tuple(blobs[:-1]), blobs[-1]))
+        found.append((sha, int(date) if date.isdigit() else 0, changes))
+    return found
+
+
+def reflog_commits(repo: git.Repo | Worktree, ref: str, limit: int) -> list[str]:
+    """The commits ``ref`` (a full ref name) named before, newest first, as its reflog
+    keeps them (at most ``limit`` entries read; none without a reflog). One git
+    process."""
+    if not is_ref_name(ref):
+        raise GitError(f"{ref!r} is not a ref name")
+    found = git_command(repo, "log", "-g", f"-n{limit}", "--format=%H", ref, "--", ok_codes=None)
+    if found.status != 0:
+        return []
+    return [sha for sha in dict.fromkeys(found.stdout.split()) if is_hex(sha, 40)]
+
+
 def save_blobs(repo: git.Repo | Worktree, paths: Sequence[Path]) -> list[str]:
     """Write the files ``paths`` into the repository's objects as they are (no filters):
     their blob hashes, in order (``git cat-file blob HASH`` gives each back)."""

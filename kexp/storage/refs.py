@@ -13,17 +13,24 @@ file), unless the other version's history held it (that ref descends from it: wh
 this clone published to a side branch that a reviewer corrected there since is no
 edit, but the older version; so is a local branch's, and the working tree's as that
 branch has it, when its remote-tracking branch holds a rewrite of every commit of it
-that it lacks: a reviewer amended the published commit and force-pushed); else, of
-two versions at commits A and B, the one that changed since their merge base (the
-other is what the base holds: the history says which came later, as a merge would);
-else (both changed since, or neither base nor
-history tells) the version whose commit is later, then the working tree, then the refs
-in the order given. A file of the working tree that is ``HEAD``'s is ``HEAD``'s
-version.
+that it lacks: a reviewer amended the published commit and force-pushed; so is a
+file copied unchanged from a remote-tracking branch whose reflog held it, rewritten
+since: its author amended it and force-pushed); else, each
+version taken at the commit that last changed it (of the places holding it, the
+newest commit of their history that made its files what they are: a revert is one;
+a ref's later commits that left the file alone are not), the one whose change
+descends from the other's (made on top of it: what a merge would keep); else the one
+whose places' history held the other's very files (a rebase merge copied them, then
+changed them); else (both changed apart: a squash merge that corrected it) the one
+changed last, then the working tree, then the refs in the order given. A file of the
+working tree that is ``HEAD``'s is ``HEAD``'s version.
 
 **A removal.** A place removed an experiment when it lacks it and its commit descends
 from every place holding it at a commit holding that very version (a branch that merged
-it, then removed it; the working tree after ``kexp rm``). The working tree's removal is
+it, then removed it; the working tree after ``kexp rm``); so did ``HEAD``'s commit or a
+remote's default branch when only side refs hold it and its history since it parted
+from each of them held that very version (landed by a squash or rebase merge, which
+shares no commit with the branch, then reverted). The working tree's removal is
 the reader's newest state: the experiment is not read; so is a remote's default
 branch's (``origin/HEAD``'s target, which a clone sets) unless another default branch
 holds it, the working tree's file from before it said held there (a clone that fetched
@@ -278,8 +285,9 @@ class RefsSource:
         self._invalid_keys = {}
         dates = [head[1] if head else 0, *(ref.date for ref in self.refs)]
         own = frozenset(n for n, r in enumerate(self.refs, 1) if r.name.startswith("refs/heads/"))
+        names = ("", *(ref.name for ref in self.refs))
         newest = Newest(self.places, self.folder, git, commits, dates, self.defaults,
-                        _tracking(self.refs), own)  # fmt: skip
+                        _tracking(self.refs), own, names)  # fmt: skip
         removed, noted = newest.removed(single, several)
         for exp_id in removed:
             single.pop(exp_id, None)

@@ -4,6 +4,7 @@ documentation states the rule of the newest version and of a removal)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from kexp.storage.rows import Seen
 
 if TYPE_CHECKING:
     from kexp.gitops.git import Worktree
+    from kexp.gitops.objects import PathChange
     from kexp.storage.cache import Cache
 
 #: The modes of a folder and of a regular file in a git tree.
@@ -29,6 +31,8 @@ PlaceFolders = dict[str, tuple[str | None, ...]]
 Version = tuple[str, bytes, tuple[int, ...]]
 #: How a removal on the default branch says the working tree holds the experiment still.
 HELD = "the working tree holds it from before that removal"
+#: How many earlier values of a ref its reflog is read for (:meth:`Newest._copied`).
+REFLOG_DEPTH = 100
 #: A file of a duplicate id left out of a read: (its path, content key, the place, the
 #: path kept there).
 Duplicate = tuple[str, bytes, int, str]
@@ -183,6 +187,42 @@ class GitTrees:
         )
         return frozenset(bytes.fromhex(blob) for blob in found)
 
+    def changes(
+        self,
+        commit: str | Sequence[str],
+        folder: str,
+        paths: Sequence[str],
+        exclude: str | None = None,
+    ) -> list[tuple[str, int, list[PathChange]]]:
+        """The commits of ``commit``'s history (or several commits'), less ``exclude``'s,
+        that changed ``paths`` (relative to ``folder``, the store's folder in the
+        repository), newest first, with what each changed of them
+        (:func:`kexp.gitops.objects.path_changes`, its paths relative to ``folder``
+        too): kept in the cache while the history is complete, as merge bases are."""
+        wanted = sorted(set(paths))
+        tips = commit if isinstance(commit, str) else ",".join(commit)
+        name = (
+            f"changes:{tips}:{exclude or ''}:"
+            + hashlib.sha1("\n".join(wanted).encode("utf-8", "surrogateescape")).hexdigest()
+        )
+        if self._keep_bases:
+            kept = self._cache.objects([name])
+            if name in kept:
+                return [
+                    (sha, date, [(p, tuple(o), n) for p, o, n in got])
+                    for sha, date, got in kept[name]
+                ]
+        prefix = f"{folder}/"
+        found = [
+            (sha, date, [(path.removeprefix(prefix), olds, new) for path, olds, new in got])
+            for sha, date, got in gitobjects.path_changes(
+                self._repo, commit, [prefix + path for path in wanted], exclude=exclude
+            )
+        ]
+        if self._keep_bases:
+            self._cache.save_objects({name: found})
+        return found
+
     def blob_at(self, commit: str, folder: str, path: str) -> bytes | None:
         """The content key of ``path`` (relative to ``folder``, the store's folder in the
         repository) at ``commit``; None when there is no file there."""
@@ -210,6 +250,7 @@ class Newest:
         defaults: frozenset[int] = frozenset(),
         tracking: dict[int, frozenset[int]] | None = None,
         own: frozenset[int] = frozenset(),
+        ref_names: Sequence[str] = (),
     ) -> None:
         self._places = places
         #: The places that are a remote's default branch (``origin/HEAD``'s target).
@@ -226,6 +267,23 @@ class Newest:
         #: what its working tree's edits were made on.
         self._own = own
         self._redone: dict[tuple[str, str], bool] = {}
+        #: Each place's full ref name ("" for the working tree): whose reflog says
+        #: what a ref held before a force-push (:meth:`_copied`).
+        self._ref_names = tuple(ref_names)
+        #: Each place → the paths (relative to the store's folder) a judgement of
+        #: diverged versions may ask of its history: those of every experiment of
+        #: several versions it holds, walked at once (:meth:`_walk`).
+        self._asked: dict[int, set[str]] = {}
+        #: Each commit walked → the paths walked, the commits found (hash, date), newest
+        #: first, and each path's changes (the commit's index, blobs before, after).
+        self._walks: dict[
+            str,
+            tuple[
+                frozenset[str],
+                list[tuple[str, int]],
+                dict[str, list[tuple[int, tuple[str, ...], str]]],
+            ],
+        ] = {}
 
     def choose(
         self, versions: dict[str, list[Version]], noted: dict[str, tuple[str, ...]]
@@ -234,6 +292,10 @@ class Newest:
         were found (``noted``: the refs that removed one, shown all the same)."""
         names = self._places
         chosen: dict[str, tuple[list[tuple[str, bytes]], Seen]] = {}
+        for files in versions.values():
+            paths = {twin for path, _, _ in files for twin in layout_twins(path)}
+            for place in {p for _, _, where in files for p in where}:
+                self._asked.setdefault(place, set()).update(paths)
         for exp_id, files in versions.items():
             # Each place's state of this experiment: the (path, key) of its files. Places
             # holding the same contents hold one state, wherever their paths (a branch
@@ -299,6 +361,7 @@ class Newest:
         }
         found: dict[str, str] = {}
         noted: dict[str, tuple[str, ...]] = {}
+        waiting: dict[str, dict[int, tuple[str, bytes]]] = {}  # held by side refs alone
         held = [(i, [v]) for i, v in single.items()] + list(several.items())
         for exp_id, versions in held:
             keys = {p: (path, key) for path, key, where in versions for p in where}
@@ -330,7 +393,51 @@ class Newest:
             else:
                 if removers:
                     noted[exp_id] = tuple(removers)
+                elif not kept:
+                    waiting[exp_id] = keys
+        found.update(self._landed_and_removed(waiting, stores))
         return found, noted
+
+    def _landed_and_removed(
+        self, waiting: dict[str, dict[int, tuple[str, bytes]]], stores: set[int]
+    ) -> dict[str, str]:
+        """Of the experiments side refs alone hold (``waiting``: id → each holding
+        place's (path, key)), those the working tree's commit or a remote's default
+        branch removed after landing a copy of them (a squash or rebase merge, then a
+        revert): its history since it parted from each holder held that very version
+        at one of the experiment's paths, and lacks it now. One git process for each
+        pair of such a place and a holder, for the paths of all the experiments they
+        share, kept in the cache."""
+        if not waiting:
+            return {}
+        commits = self._commits
+        lacking = [p for p in (0, *sorted(self._defaults)) if commits[p] and p in stores]
+        found: dict[str, str] = {}
+        for place in lacking:
+            pairs: dict[int, set[str]] = {}
+            for exp_id, keys in waiting.items():
+                if exp_id not in found and place not in keys:
+                    for holder, (path, _) in keys.items():
+                        pairs.setdefault(holder, set()).update(layout_twins(path))
+            held: dict[int, dict[str, set[str]]] = {}
+            for holder, paths in pairs.items():
+                base = self._merge_base(place, holder)
+                blobs: dict[str, set[str]] = {}
+                for _, _, changed in self._git.changes(
+                    str(commits[place]), self._folder, sorted(paths), exclude=base
+                ):
+                    for path, olds, new in changed:
+                        blobs.setdefault(path, set()).update((*olds, new))
+                held[holder] = blobs
+            for exp_id, keys in waiting.items():
+                if exp_id in found or place in keys:
+                    continue
+                if all(
+                    key.hex() in {b for twin in layout_twins(path) for b in held[h].get(twin, ())}
+                    for h, (path, key) in keys.items()
+                ):
+                    found[exp_id] = self._places[place]
+        return found
 
     def _merge_base(self, first: int, second: int) -> str | None:
         """The merge base of two places' commits (kept for the read)."""
@@ -382,12 +489,16 @@ class Newest:
         second: tuple[tuple[tuple[str, bytes], ...], list[int]],
     ) -> tuple[bool, bool]:
         """Whether the state ``first`` (files, places) is newer than ``second``, and
-        whether that was decided by the commits' dates (both changed since their merge
-        base)."""
+        whether that was decided by the dates of their last changes (both changed apart:
+        neither change made on the other's, nor either history holding the other)."""
         mine = [self._uncommitted(exp_id, state, places) for state, places in (first, second)]
         if mine[0] != mine[1]:
             edit, other = (first, second) if mine[0] else (second, first)
-            if self._descends(other, edit[0]) or self._superseded(edit[1], other[1]):
+            if (
+                self._descends(other, edit[0])
+                or self._superseded(edit[1], other[1])
+                or self._copied(other, edit[0])
+            ):
                 return mine[1], False  # the working tree's is older: not an edit
         if mine[0] or mine[1]:  # the working tree's edit is newest; diverged when the
             other = second if mine[0] else first  # other changed what this clone never had
@@ -396,16 +507,94 @@ class Newest:
             return True, False
         if self._superseded(first[1], second[1]):
             return False, False
-        a, b = self._commit(first[1]), self._commit(second[1])
-        if a and b and a != b:
-            base = self._git.merge_base(a, b)
-            if base is not None:
-                at_base = self._state_at(base, first[0], second[0])
-                if at_base == _contents(second[0]):
-                    return True, False
-                if at_base == _contents(first[0]):
-                    return False, False
-        return self._date(first[1]) > self._date(second[1]), True
+        a, b = self._last_change(first), self._last_change(second)
+        if a[0] and b[0] and a[0] != b[0]:
+            base = self._git.merge_base(a[0], b[0])
+            if base == b[0]:  # first's change was made on second's: it came later
+                return True, False
+            if base == a[0]:
+                return False, False
+        # Neither change made on the other (a squash or rebase merge copies commits):
+        # the version whose history held the other's, and changed it since, is newer.
+        held = [self._held(mine, theirs[0]) for mine, theirs in ((first, second), (second, first))]
+        if held[0] != held[1]:
+            return held[0], False
+        return a[1] > b[1], True
+
+    def _last_change(
+        self, state: tuple[tuple[tuple[str, bytes], ...], list[int]]
+    ) -> tuple[str | None, int]:
+        """The commit (hash, date) at which the version ``state`` (files, places) was
+        last changed: of each place holding it, the newest commit of its history that
+        made one of its files what it is (a revert on the default branch is a change,
+        made later than the commit it restores); the first place's commit and the
+        newest date of the places where no change is found."""
+        files, places = state
+        paths = sorted({twin for path, _ in files for twin in layout_twins(path)})
+        keys = {key.hex() for _, key in files}
+        best: tuple[str | None, int] = (None, -1)
+        for place in sorted(places, key=lambda p: (-self._dates[p], p)):
+            if self._commits[place] is None or self._dates[place] < best[1]:
+                continue  # (a commit's changes are no later than its own date)
+            _, order, by_path = self._walk(place, paths)
+            lines = sorted(line for path in paths for line in by_path.get(path, ()))
+            for at in dict.fromkeys(n for n, _, _ in lines):
+                made = {new for n, _, new in lines if n == at}
+                before = {old for n, olds, _ in lines if n == at for old in olds}
+                if (made - before) & keys:
+                    sha, date = order[at]
+                    if date > best[1] or (  # as new: the one made on the other (a revert)
+                        date == best[1] and sha != best[0] and self._git.merge_base(
+                            sha, str(best[0])) == best[0]
+                    ):  # fmt: skip
+                        best = order[at]
+                    break
+        if best[0] is None:
+            return self._commit(places), self._date(places)
+        return best
+
+    def _held(
+        self,
+        state: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        other: tuple[tuple[str, bytes], ...],
+    ) -> bool:
+        """Whether the history of a place holding ``state`` (files, places) held each
+        of the files of ``other`` (at their paths or their twins in the other layout)."""
+        paths = sorted({twin for path, _ in (*state[0], *other) for twin in layout_twins(path)})
+        keys = {key.hex() for _, key in other}
+        for place in state[1]:
+            if self._commits[place] is None:
+                continue
+            _, _, by_path = self._walk(place, paths)
+            seen = {
+                b for path in paths for _, olds, new in by_path.get(path, ()) for b in (*olds, new)
+            }
+            if keys <= seen:
+                return True
+        return False
+
+    def _walk(
+        self, place: int, paths: Sequence[str]
+    ) -> tuple[
+        frozenset[str], list[tuple[str, int]], dict[str, list[tuple[int, tuple[str, ...], str]]]
+    ]:
+        """The changes of the history of ``place``'s commit to ``paths`` and to every
+        path asked of it (:attr:`_asked`): one git process for all, kept for the read."""
+        commit = str(self._commits[place])
+        known = self._walks.get(commit)
+        if known is not None and known[0].issuperset(paths):
+            return known
+        wanted = frozenset((*paths, *self._asked.get(place, ()), *(known[0] if known else ())))
+        order: list[tuple[str, int]] = []
+        by_path: dict[str, list[tuple[int, tuple[str, ...], str]]] = {}
+        for n, (sha, date, changed) in enumerate(
+            self._git.changes(commit, self._folder, sorted(wanted))
+        ):
+            order.append((sha, date))
+            for path, olds, new in changed:
+                by_path.setdefault(path, []).append((n, olds, new))
+        found = self._walks[commit] = (wanted, order, by_path)
+        return found
 
     def _uncommitted(
         self, exp_id: str, state: tuple[tuple[str, bytes], ...], places: list[int]
@@ -433,6 +622,41 @@ class Newest:
         paths = {twin for path, _ in (*state[0], *older) for twin in layout_twins(path)}
         held = self._git.history(commit, self._folder, sorted(paths))
         return all(key in held for _, key in older)
+
+    def _copied(
+        self,
+        state: tuple[tuple[tuple[str, bytes], ...], list[int]],
+        older: tuple[tuple[str, bytes], ...],
+    ) -> bool:
+        """Whether the working tree's uncommitted contents ``older`` are what a
+        remote-tracking branch holding ``state`` (files, places) held before it was
+        rewritten: a commit its reflog names held each of them at those paths (a copy
+        taken from a teammate's pull-request branch, unchanged, which its author amended
+        and force-pushed since). This clone's own branches are not asked: an older
+        version put back in the working tree on purpose is an edit."""
+        paths = sorted({twin for path, _ in (*state[0], *older) for twin in layout_twins(path)})
+        keys = {key.hex() for _, key in older}
+        for place in state[1]:
+            name = self._ref_names[place] if place < len(self._ref_names) else ""
+            commit = self._commits[place]
+            if not name.startswith("refs/remotes/") or commit is None:
+                continue
+            before = [
+                sha
+                for sha in gitobjects.reflog_commits(self._git.repo, name, REFLOG_DEPTH)
+                if sha != commit
+            ]
+            if not before:
+                continue
+            held = {
+                blob
+                for _, _, changed in self._git.changes(before, self._folder, paths)
+                for _, olds, new in changed
+                for blob in (*olds, new)
+            }
+            if keys <= held:
+                return True
+        return False
 
     def _had(self, state: tuple[tuple[tuple[str, bytes], ...], list[int]]) -> bool:
         """Whether this clone had the version ``state`` (files, places: a ref's) before
