@@ -82,3 +82,23 @@ def test_a_success_built_on_a_retired_step_is_one_to_port_not_to_avoid(repo: Pat
     at = next(n for n, line in enumerate(lines) if child[:10] in line)
     assert lines[at + 1].startswith(f"  built on retired {step[:10]}"), text
     assert "port it onto the current best" in lines[at + 1], text
+
+
+def test_a_step_put_back_is_no_longer_said_retired(repo: Path) -> None:
+    """A retired step put back (``--set status=done --reason ...``): the tried-before
+    warning of the same change went on saying "retired because: ..." beside
+    "improvement" (trial T, finding 04)."""
+    diff = repo / "d.diff"
+    diff.write_text("--- a/csrc/k.cu\n+++ b/csrc/k.cu\n@@ -1 +1 @@\n-int a = 1;\n+int a = 2;\n")
+    done = run_kexp("add", *KERNEL, "--json", "--summary", "A is two - +5%", "--score", "1.05",
+                    "--diff-file", str(diff), "--description", "**Key insight**: x.",
+                    cwd=repo)  # fmt: skip
+    step = json.loads(done.stdout)["id"]
+    for status, why in (("failed", WHY), ("done", "the odd-count failure was the test's")):
+        done = run_kexp("update", step, "--set", f"status={status}", "--reason", why, cwd=repo)
+        assert done.returncode == 0, done.stderr
+    done = run_kexp("add", *KERNEL, "--summary", "A is two again", "--score", "1.04",
+                    "--dtype", "fp16", "--diff-file", str(diff), "--description", "y",
+                    cwd=repo)  # fmt: skip
+    assert f"already tried in {step}" in done.stderr, done.stderr
+    assert "retired" not in done.stderr, done.stderr

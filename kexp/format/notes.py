@@ -18,17 +18,18 @@ _NOTE = re.compile(
     r"^\*\*Correction \((?P<day>[^)]*)\)\*\*:\s*(?P<what>.*?)\.\s+Reason:\s*(?P<reason>.*)$",
     re.MULTILINE,
 )
-#: What a note says when it sets the status to failed (``status done → failed``).
-_RETIRED = re.compile(r"\bstatus \S+ → failed\b")
+#: What a note says when it changes the status (``status done → failed``): the new one.
+_STATUS = re.compile(r"\bstatus \S+ → (?P<status>[\w-]+)")
 
 
 def retired_reason(description: str) -> str:
-    """The reason of the last correction note that set the status to ``failed`` (the
-    experiment retired: ``kexp update ID --set status=failed --reason ...``); "" when
-    no note did."""
-    reasons = [
-        match["reason"].strip()
-        for match in _NOTE.finditer(description or "")
-        if _RETIRED.search(match["what"])
-    ]
-    return reasons[-1].rstrip(".") if reasons else ""
+    """The reason of the last correction note that changed the status, when it set it to
+    ``failed`` (the experiment retired: ``kexp update ID --set status=failed --reason
+    ...``); "" when no note did, or a later one set it back (put back to ``done``)."""
+    reason = ""
+    for match in _NOTE.finditer(description or ""):
+        changed = _STATUS.search(match["what"])
+        if changed is not None:
+            failed = changed["status"] == "failed"
+            reason = match["reason"].strip().rstrip(".") if failed else ""
+    return reason
