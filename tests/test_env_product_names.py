@@ -16,6 +16,8 @@ from conftest import run_kexp
 
 OP = "kernels/attn/fused_attn.py: fused_attention_fwd"
 TEAM = "H100 SXM5 80GB, CUDA 12.4"
+#: The same machine as nvidia-smi names its GPU.
+SMI = "NVIDIA H100 80GB HBM3, CUDA 12.4"
 
 #: nvidia-smi on a machine with two H100 SXM5 80GB boards, as its queries print them.
 NVIDIA_SMI = """#!/bin/sh
@@ -115,3 +117,21 @@ def test_validate_says_an_env_in_a_tools_words_is_spelt_otherwise(repo: Path) ->
     said = done.stdout + done.stderr
     (line,) = [s for s in said.splitlines() if "env-spelt-otherwise" in s]
     assert exp in line and f"is {TEAM!r} spelt otherwise" in line, said
+
+
+def test_validate_on_a_tie_advises_the_spelling_stats_and_context_show(repo: Path) -> None:
+    """One record in the team's words, one in nvidia-smi's, the latter first by file
+    path: validate's hint told the team to rewrite its own env into nvidia-smi's
+    (it broke the tie by path order), the opposite of what context and stats show
+    (trial T, finding 05)."""
+    run_kexp("init", cwd=repo)
+    for exp_id, env in (("6b1718aa7c6830ff", TEAM), ("6b1718ab0ff93100", SMI)):
+        document = (f"id: {exp_id}\nchange_summary: '{exp_id[-2:]} - +10%'\nscore: 1.1\n"
+                    f"measured_against: reference\noperator_sig: '{OP}'\ndtype_sig: fp16\n"
+                    f"env: '{env}'\n")  # fmt: skip
+        done = run_kexp("add", input=document, cwd=repo)
+        assert done.returncode == 0, done.stderr
+    done = run_kexp("validate", cwd=repo)
+    said = done.stdout + done.stderr
+    (line,) = [s for s in said.splitlines() if "env-spelt-otherwise" in s]
+    assert "6b1718ab0ff93100" in line and f"is {TEAM!r} spelt otherwise" in line, said

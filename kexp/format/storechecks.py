@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from kexp.core.advice import LIST_SHOWS, RE_ID
 from kexp.core.collector import collector_paused
 from kexp.core.problems import Problem, Severity
+from kexp.core.spelling import usual_spelling
 from kexp.format.filelinks import FileLinks
 from kexp.format.rules import folded_env, id_from_name, spelt_otherwise_effect
 from kexp.format.validate import CheckedFile, read_and_check
@@ -202,13 +202,16 @@ def _env_finding(number: int, env: str, pid: str, parents: str | None) -> Findin
 def _spelling_findings(items: Sequence[FileLinks]) -> list[Finding]:
     """The ``env-spelt-otherwise`` warning of each item whose env is another spelling
     (case, punctuation and spaces aside: :func:`folded_env`) of an env the items write
-    more often (the first written, among as many): a campaign of its own to stats, tree
+    more often (among as many, the one stats and context show the campaign by:
+    :func:`~kexp.core.spelling.usual_spelling`): a campaign of its own to stats, tree
     and review, or one they write two ways (:func:`spelt_otherwise_effect`)."""
-    spellings: dict[str, Counter[str]] = {}
+    spellings: dict[str, list[str]] = {}
     for item in items:
         if item.env and item.env.strip():
-            spellings.setdefault(folded_env(item.env), Counter())[item.env.strip()] += 1
-    usual = {key: seen.most_common(1)[0][0] for key, seen in spellings.items() if len(seen) > 1}
+            spellings.setdefault(folded_env(item.env), []).append(item.env.strip())
+    usual = {
+        key: usual_spelling("env", seen) for key, seen in spellings.items() if len(set(seen)) > 1
+    }
     found: list[Finding] = []
     for number, item in enumerate(items):
         env = (item.env or "").strip()
