@@ -78,3 +78,17 @@ def test_validate_across_refs_checks_the_branchs_own_bytes(tmp_path: Path) -> No
     (line,) = [x for x in text.splitlines() if own in x and "error[" in x]
     assert "error[wrong-type]" in line and "banana" in line, text
     assert "No such file" not in text, text
+
+
+def test_validate_across_refs_reports_an_invalid_version_beside_the_valid_one_read(
+    tmp_path: Path,
+) -> None:
+    """Bob's branch breaks an experiment Alice holds valid: reads take Alice's version,
+    and ``kexp validate --refs`` said "0 error(s)" and passed, though the branch it was
+    asked to check holds an invalid file (trial T, finding 03)."""
+    alice, shared, _ = _broken_on_bob(tmp_path)
+    code, out, err = _kexp(alice, "validate", "--refs", "origin/kexp/bob")
+    text = out + err
+    assert code != 0, text
+    (line,) = [x for x in text.splitlines() if shared in x and "error[" in x]
+    assert "banana" in line and "its version on origin/kexp/bob" in line, text

@@ -175,9 +175,10 @@ class RefsSource:
         self.several: dict[str, list[Version]] = {}
         #: The files of duplicate ids the last read left out (path → content key).
         self._doubled: dict[str, bytes] = {}
-        #: The content key of each invalid version a ref holds at the last read (path
-        #: relative to ``experiments/`` → key): validate checks those bytes.
-        self._invalid_keys: dict[str, bytes] = {}
+        #: The content key and place of each invalid version a ref holds at the last
+        #: read (path relative to ``experiments/`` → (key, place)): validate checks
+        #: those bytes.
+        self._invalid_keys: dict[str, tuple[bytes, str]] = {}
 
     @property
     def experiments_dir(self) -> Path:
@@ -450,7 +451,7 @@ class RefsSource:
                 values = None
             if values is None:
                 invalid.append((path, _invalid_message(self.experiments_dir / path, seen, error)))
-                self._invalid_keys.setdefault(path, key)
+                self._invalid_keys.setdefault(path, (key, seen.ref))
             else:
                 rows.append(row_of(values, path, key, seen))
         # lazy: not every command that imports this module needs kexp.storage.listing
@@ -487,9 +488,25 @@ class RefsSource:
         for path, key in self._doubled.items():  # read by validate, which says so
             entries.setdefault(str(base / path), (path, key, False))
         for path, error in self._last.invalid:
-            key = self._invalid_keys.get(path, b"")
+            key = self._invalid_keys.get(path, (b"", ""))[0]
             entries.setdefault(str(base / path), (path, key, not isinstance(error, str)))
         return entries
+
+    def shadowed_invalid(self, settings: Settings) -> list[tuple[str, str, bytes]]:
+        """(store path, place, bytes) of each invalid version a ref holds of an
+        experiment read from another, valid version (the last read's; read now when none
+        was made): what ``kexp validate --refs`` reports beside the file read."""
+        self._entries()
+        assert self._last is not None
+        read = {row.path for row in self._last.rows}
+        shadowed = [(path, *held) for path, held in self._invalid_keys.items() if path in read]
+        datas = self.bytes_found([(path, key) for path, key, _ in shadowed], settings)
+        base = self.experiments_dir
+        return [
+            (str(base / path), place, data)
+            for (path, _, place), data in zip(shadowed, datas, strict=True)
+            if data is not None
+        ]
 
     def removed(self) -> dict[str, str]:
         """The experiments whose newest state is their removal, as the last read found

@@ -293,6 +293,10 @@ class GitRevision:
         """None: one revision removes nothing another holds."""
         return {}
 
+    def shadowed_invalid(self, settings: Settings) -> list[tuple[str, str, bytes]]:
+        """None: one revision holds one version."""
+        return []
+
     def bytes_found(
         self, items: Sequence[tuple[str, bytes]], settings: Settings
     ) -> list[bytes | None]:

@@ -134,6 +134,10 @@ class FileSource(Protocol):
         """The experiments whose newest state is their removal (read across refs), each
         with how it is said (``was removed on origin/kexp/bob``)."""
 
+    def shadowed_invalid(self, settings: Settings) -> list[tuple[str, str, bytes]]:
+        """(store path, place, bytes) of each invalid version another place holds of an
+        experiment read from a valid one (read across refs): validate reports them."""
+
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files :meth:`read` found for ``rows`` (the working tree's
         as they are now, another place's by content key)."""
@@ -225,6 +229,10 @@ class WorkingTree:
     def removed(self) -> dict[str, str]:
         """None: one place removes nothing another holds."""
         return {}
+
+    def shadowed_invalid(self, settings: Settings) -> list[tuple[str, str, bytes]]:
+        """None: one place holds one version."""
+        return []
 
     def check_found(self, rows: Sequence[Row], settings: Settings) -> list[CheckedFile]:
         """Read and check the files of ``rows`` as they are now."""

@@ -24,7 +24,7 @@ from kexp.format.filelinks import FileLinks, ScanRecord, scan_bytes, scan_record
 from kexp.format.reading import real_paths, stray_problem
 from kexp.format.rules import id_from_name
 from kexp.format.storechecks import store_findings
-from kexp.format.validate import CheckedFile
+from kexp.format.validate import CheckedFile, check_bytes
 from kexp.storage.layout import folder_parts, is_month_folder, misplaced_parts, where_kexp_puts
 from kexp.storage.scan import scan, value_positions
 
@@ -115,6 +115,13 @@ def validate_store(
             problems.append(
                 Problem(path, line, column, severity, code, "base_commit", message, hint)
             )
+    for path, place, data in store.source.shadowed_invalid(store.settings):
+        if paths is None or os.path.realpath(path) in shown:  # read across refs
+            elsewhere = f" (its version on {place}; the version read is valid)"
+            problems += [
+                dataclasses.replace(problem, message=problem.message + elsewhere)
+                for problem in check_bytes(data, Path(path), store.settings).problems
+            ]
     if findings:  # one experiment moved by a commit and put back beside the move
         # lazy: only a store with problems across files needs kexp.storage.movedtwins
         from kexp.storage.movedtwins import moved_back
