@@ -114,3 +114,16 @@ def test_a_write_to_an_id_only_a_fetched_branch_holds_says_how_to_bring_it_in(
         assert result.stdout.startswith(f"KeyError experiment {ids[0]} is on origin/kexp/agentA")
         assert "git restore --source origin/kexp/agentA" in result.stdout, (call, result.stdout)
     assert not list((b / "experiments").rglob(f"{ids[0]}-*.md"))  # nothing written
+
+
+def test_nothing_is_said_once_the_advised_restore_brought_them_in(
+    clones: tuple[Path, Path, list[str]],
+) -> None:
+    """Trial T, T06: after ``git restore --source origin/kexp/agentA`` (the advice of
+    get_experiment, uncommitted) the working tree holds A's files as the branch does:
+    every new process still warned they were not read, while returning them."""
+    _, b, ids = clones
+    git(b, "restore", "--source", "origin/kexp/agentA", "--", "experiments")
+    result = run_python(READS, b)
+    assert warned(result) == []
+    assert result.stdout.count("Tiling 128x64") == 3 and ids[1] in result.stdout

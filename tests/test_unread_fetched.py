@@ -141,3 +141,28 @@ def test_the_line_counts_only_the_files_the_packets_filters_read(tmp_path: Path)
     assert "not read:" not in answers[0], answers[0]
     counted = line.split("; ")[0]  # (the advice in the tools' words: all_refs)
     assert counted in answers[1] and "all_refs: true" in answers[1], answers[1]
+
+
+def test_a_file_restored_from_the_branch_is_read(fetched: tuple[Path, Path]) -> None:
+    """Trial T, T06: the agent did what kexp advises, ``git restore --source
+    origin/kexp/b -- FILE`` (left uncommitted), and the line still counted that file:
+    it compared the branch with ``HEAD``, not with the working tree. A file the working
+    tree holds with the branch's very content is read; one changed since is not."""
+    a, _ = fetched
+
+    def unread() -> str:
+        text = run_kexp("context", "--operator", "gemm", cwd=a, process=True).stdout
+        return next((line for line in text.splitlines() if line.startswith("not read:")), "")
+
+    listed = git(a, "ls-tree", "-r", "--name-only", "origin/kexp/b", "--", "experiments")
+    theirs = [p for p in listed.split() if p.endswith(".md") and not p.endswith("README.md")]
+    new = [p for p in theirs if not (a / p).exists()]
+    assert len(new) == 2 and "not read: 2 experiment file(s)" in unread()
+    git(a, "restore", "--source", "origin/kexp/b", "--", new[0])
+    assert "not read: 1 experiment file(s)" in unread() and "(origin/kexp/b: 1)" in unread()
+    # Changed in the working tree: the branch's version is not the one read.
+    (a / new[0]).write_bytes((a / new[0]).read_bytes() + b"\nLocal note.\n")
+    assert "not read: 2 experiment file(s)" in unread()
+    git(a, "restore", "--source", "origin/kexp/b", "--", *new)
+    assert unread() == "", "every file the branch adds is the working tree's, read"
+    assert "Tensor cores - +80%" in run_kexp("context", "--operator", "gemm", cwd=a).stdout

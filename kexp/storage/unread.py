@@ -3,7 +3,10 @@ branches added or changed that this checkout has not merged (a teammate's record
 synced to ``origin/kexp/bob``, corrections on ``origin/main`` after ``git fetch``),
 said in one line where a read across refs would see them
 (:func:`kexp.gitops.fetched.fetched_not_merged`: two git processes; a third reads the
-few files the line names when a packet's filters ask which of them it would read)."""
+few files the line names when a packet's filters ask which of them it would read).
+A file the working tree holds with the branch's very content (``git restore --source
+origin/kexp/bob -- FILE``, as kexp advises, even uncommitted) was read: it is not
+counted (the few files named are read from disk and hashed, no git process)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from kexp.core.errors import KexpError
 from kexp.gitops import git as kgit
 from kexp.gitops.fetched import fetched_not_merged
 from kexp.storage.operators import part_of
-from kexp.storage.rows import VALUE_FIELDS, record_of
+from kexp.storage.rows import VALUE_FIELDS, content_key, record_of
 from kexp.storage.sources import EXPERIMENTS_DIR
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ def unread_fetched(
         relative = Path(store.root).resolve().relative_to(Path(tree.working_tree_dir).resolve())
         folder = (relative / EXPERIMENTS_DIR).as_posix().removeprefix("./")
         fetched = fetched_not_merged(tree, folder)
+        if fetched:
+            fetched = _not_held(Path(tree.working_tree_dir), fetched, store.settings)
         asked = [
             (c, v) for c, v in (("operator_sig", operator), ("dtype_sig", dtype), ("env", env)) if v
         ]
@@ -63,6 +68,28 @@ def unread_fetched(
         f"not read: {total} experiment file(s) added or changed on fetched branches this "
         f"checkout has not merged ({named}{more}); {READ_ACROSS_REFS}"
     )
+
+
+def _not_held(
+    top: Path, fetched: dict[str, dict[str, str]], settings: Settings
+) -> dict[str, dict[str, str]]:
+    """Of ``fetched`` (by branch, each repository path's blob), the files the working
+    tree under ``top`` does not hold with that very content (git's blob hash of its
+    bytes, as the listing keys them); a file too large to be read counts as not held."""
+    limit = settings.max_file_bytes
+    held: set[str] = set()
+    for path, blob in {p: b for paths in fetched.values() for p, b in paths.items()}.items():
+        try:
+            with (top / path).open("rb") as file:
+                data = file.read(limit + 1)
+        except OSError:  # not in the working tree (the common case), or unreadable
+            continue
+        if len(data) <= limit and content_key(data).hex() == blob:
+            held.add(path)
+    return {
+        ref: {path: blob for path, blob in paths.items() if path not in held}
+        for ref, paths in fetched.items()
+    }
 
 
 def _read_by(
