@@ -676,6 +676,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "warnings": 0,
         "new_best": [pr.fused.id],
         "suspect": [],
+        "tried_before": [],
         "changed_on_base": [],
         "best_changes": [],
         "demoted_by_control": [],

@@ -50,6 +50,7 @@ from kexp.review.render import md_code as md_code
 from kexp.review.render import md_text as md_text
 from kexp.review.render import render_markdown, to_json
 from kexp.review.side import campaign_of, sides
+from kexp.review.tried import mark_tried_before
 from kexp.storage.changed import (
     STORE_WIDE_CODES,
     ChangeCheck,
@@ -165,6 +166,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     for kind in KINDS:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
+    mark_tried_before(store, tip, entries["added"], then)
     touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
     if touched and on_base is not None:
         _changed_on_base(on_base, touched)

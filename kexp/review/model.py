@@ -24,6 +24,7 @@ __all__ = [
     "LostLesson",
     "Review",
     "ReviewedExperiment",
+    "TriedBefore",
     "short_value",
 ]
 
@@ -55,6 +56,31 @@ class FieldChange:
             "diff": self.diff,
             "diff_omitted": self.diff_omitted,
         }
+
+
+@dataclasses.dataclass
+class TriedBefore:
+    """An experiment of the base side whose code change an added one repeats (the same
+    once normalised, or a near-duplicate: :func:`kexp.storage.repeats.repeats_in`, as
+    ``kexp add`` warns of it): its outcome, why it was retired ("" when it was not) and
+    whether it is a dead end of its lineage there."""
+
+    id: str
+    outcome: str
+    change_summary: str
+    identical: bool = True
+    similarity: float = 1.0
+    retired: str = ""
+    dead_end: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Whether it is a lesson not to repeat: retired, a failure or a dead end."""
+        return bool(self.retired) or self.dead_end or self.outcome not in _SUCCESSES
+
+
+#: The outcomes of a step that is no lesson to heed when tried again.
+_SUCCESSES = frozenset({"improvement", "pending", "control"})
 
 
 @dataclasses.dataclass
@@ -136,6 +162,8 @@ class ReviewedExperiment:
     #: For a correction of an experiment the base's history removed and the change
     #: brings back: the commit that removed the version it is compared with ("": none).
     removed_in: str = ""
+    #: For an added experiment: the base side's experiments whose code change it repeats.
+    tried_before: list[TriedBefore] = dataclasses.field(default_factory=list)
 
     @property
     def shown_score(self) -> float | None:
@@ -279,6 +307,11 @@ class Review:
         """The corrected or removed experiments that the base branch changed too since
         the merge base: conflicting edits, one of which the merge loses."""
         return [e for e in self.experiments if e.base_kind is not None]
+
+    @property
+    def tried_before(self) -> list[ReviewedExperiment]:
+        """The added experiments whose code change the base side tried before."""
+        return [e for e in self.added if e.tried_before]
 
     @property
     def suspects(self) -> list[ReviewedExperiment]:

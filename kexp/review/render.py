@@ -67,6 +67,7 @@ def to_json(result: Review) -> dict[str, Any]:
             "warnings": sum(p.severity == "warning" for p in result.problems),
             "new_best": [e.id for e in result.new_bests],
             "suspect": [e.id for e in result.suspects],
+            "tried_before": [e.id for e in result.tried_before],
             "changed_on_base": [e.id for e in result.changed_on_base],
             "best_changes": [c.to_dict() for c in result.best_changes],
             "demoted_by_control": [d.to_dict() for d in result.demoted_by_control],
@@ -328,7 +329,7 @@ def _first_to_act_on(entries: Sequence[ReviewedExperiment]) -> list[ReviewedExpe
             return 0
         if entry.suspect:
             return 1
-        if _unexplained(entry):
+        if _unexplained(entry) or any(t.failed for t in entry.tried_before):
             return 2
         if entry.new_best:
             return 3
@@ -368,8 +369,15 @@ def _headline(result: Review, everything: str) -> Listing:
     for entry in result.corrected:
         if _unexplained(entry):
             lines.append(f"✋ **Score changed without a reason**: {_unexplained_note(entry)}")
+    for entry in result.tried_before:
+        if not entry.new_best and any(t.failed for t in entry.tried_before):
+            lines.append(
+                f"🔁 **Tried before**: {md_code(entry.id)} ({md_text(entry.outcome)}), "
+                f"{_tried_note(entry)}: read it before accepting this measurement"
+            )
     for entry in result.new_bests:
-        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}")
+        tried = f"; {_tried_note(entry)}" if entry.tried_before else ""
+        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}{tried}")
     for change in result.best_changes:
         lines.append(_best_change_note(change))
     lines += [_demotion_note(demotion) for demotion in result.demoted_by_control]
@@ -511,6 +519,24 @@ def _unexplained_note(entry: ReviewedExperiment) -> str:
     )
 
 
+#: The earlier experiments a tried-before note names at most (the rest are counted).
+_TRIED_NAMED = 3
+
+
+def _tried_note(entry: ReviewedExperiment) -> str:
+    """``tried before: ID (OUTCOME; retired because: REASON)`` for the base side's
+    experiments whose code change an added one repeats."""
+    said = []
+    for tried in entry.tried_before[:_TRIED_NAMED]:
+        parts = [] if tried.identical else [f"a near-duplicate, similarity {tried.similarity:.2f}"]
+        parts.append(md_text(tried.outcome) + (", dead end" if tried.dead_end else ""))
+        if tried.retired:
+            parts.append(f"retired because: {md_text(tried.retired, limit=_CELL_CHARS)}")
+        said.append(f"{md_code(tried.id)} ({'; '.join(parts)})")
+    more = len(entry.tried_before) - _TRIED_NAMED
+    return "tried before: " + ", ".join(said) + (f" and {more} more" if more > 0 else "")
+
+
 def _best_note(entry: ReviewedExperiment) -> str:
     score = f"{entry.score:.4f}" if entry.score is not None else "?"
     if entry.cumulative_score is not None and entry.cumulative_score != entry.score:
@@ -586,6 +612,8 @@ def _table_rows(entries: Sequence[ReviewedExperiment]) -> list[str]:
                 rank += " (was the best)"
             if e.dead_end:
                 rank += ", dead end"
+        if e.tried_before:
+            rank += f"; {_tried_note(e)}"
         rows.append(
             [
                 md_code(e.id, in_table=True),

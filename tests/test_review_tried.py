@@ -1,0 +1,82 @@
+"""What ``kexp review`` tells the reviewer of a pull request beyond its own files: an
+added experiment whose code change the base tried before (and retired), a score put back
+by a revert, a branch that holds an experiment as it was before the base corrected it.
+A team's forge on disk (a bare repository as the remote, a clone each), experiments
+recorded with ``kexp add`` / ``kexp update``, pull requests as branches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import git, run_kexp
+from test_sync import clone, make_remote
+
+OPERATOR = "kernels/softmax.py: softmax_kernel"
+UNROLL = (
+    "diff --git a/kernels/softmax.py b/kernels/softmax.py\n"
+    "--- a/kernels/softmax.py\n+++ b/kernels/softmax.py\n"
+    "@@ -1 +1,2 @@\n # softmax\n+unroll_rows = 4\n"
+)
+CAMPAIGN = ("--operator", OPERATOR, "--dtype", "fp16", "--env", "MI300X")
+
+
+def _add(root: Path, *args: str) -> str:
+    """``kexp add`` in ``root``: the id of the experiment recorded."""
+    done = run_kexp("add", "--json", "--description", "**Key insight**: x", *args, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["id"])
+
+
+def _person(remote: Path, folder: Path) -> Path:
+    clone(remote, folder)
+    git(folder, "config", "user.name", folder.name)
+    return folder
+
+
+def _push(root: Path, branch: str, message: str) -> None:
+    git(root, "add", "-A", "experiments")
+    git(root, "commit", "-q", "-m", message)
+    git(root, "push", "-q", "origin", f"HEAD:{branch}")
+
+
+def test_a_pull_request_repeating_a_retired_step_is_told_so_not_only_a_new_best(
+    tmp_path: Path,
+) -> None:
+    """main retired U (unroll by 4: wrong results, with the reason); alice's pull request
+    adds an experiment with U's very code change. ``kexp add`` warned her; the review
+    tells the reviewer too: the headline's new best and the added experiment's row say it
+    was tried before in U, U's outcome and why U was retired."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    diff = tmp_path / "unroll.diff"
+    diff.write_text(UNROLL)
+    base = _add(lead, "--summary", "Online softmax - +15%", "--score", "1.15",
+                "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
+    retired = _add(lead, "--summary", "Unroll rows by 4 - +5%", "--score", "1.05",
+                   "--pid", base, "--diff-file", str(diff))  # fmt: skip
+    reason = "wrong results when rows are not a multiple of 4"
+    done = run_kexp("update", retired, "--set", "status=failed", "--reason", reason, cwd=lead)
+    assert done.returncode == 0, done.stderr
+    _push(lead, "main", "softmax history")
+
+    alice = _person(remote, tmp_path / "alice")
+    again = _add(alice, "--summary", "Unroll softmax rows x4 - +4%", "--score", "1.04",
+                 "--pid", base, "--diff-file", str(diff))  # fmt: skip
+    _push(alice, "kexp/alice", "x4")
+    git(lead, "fetch", "-q")
+
+    said = run_kexp("review", "origin/main", "origin/kexp/alice", cwd=lead)
+    assert said.returncode == 0, said.stderr
+    text = said.stdout
+    note = f"tried before: `{retired}` (failed; retired because: {reason})"
+    best = next(line for line in text.splitlines() if "**New best**" in line)
+    assert f"`{again}`" in best and note in best, text
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{again}`"))
+    assert note in row, row
+    data = json.loads(run_kexp("review", "origin/main", "origin/kexp/alice", "--json",
+                               cwd=lead).stdout)  # fmt: skip
+    (added,) = data["added"]
+    assert [t["id"] for t in added["tried_before"]] == [retired]
+    assert added["tried_before"][0]["retired"] == reason
+    assert data["summary"]["tried_before"] == [again]
