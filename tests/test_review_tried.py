@@ -80,3 +80,36 @@ def test_a_pull_request_repeating_a_retired_step_is_told_so_not_only_a_new_best(
     assert [t["id"] for t in added["tried_before"]] == [retired]
     assert added["tried_before"][0]["retired"] == reason
     assert data["summary"]["tried_before"] == [again]
+
+
+def test_the_review_of_a_revert_says_the_score_is_put_back_not_to_ask_for_a_reason(
+    tmp_path: Path,
+) -> None:
+    """alice's pull request corrected E 1.10 → 1.07 (with its reason) and was merged;
+    the lead reverts the merge. The review of the revert says E's score is put back to
+    its value before alice's correction, naming that commit, instead of asking E's
+    author for a reason the revert's commit gives."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    exp = _add(lead, "--summary", "Tiles 128 - +10%", "--score", "1.10",
+               "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
+    _push(lead, "main", "E")
+    alice = _person(remote, tmp_path / "alice")
+    done = run_kexp("update", exp, "--set", "score=1.07", "--reason", "remeasured", cwd=alice)
+    assert done.returncode == 0, done.stderr
+    _push(alice, "kexp/alice", "correct E")
+    corrected = git(alice, "rev-parse", "HEAD")
+    git(lead, "fetch", "-q")
+    git(lead, "merge", "-q", "--no-ff", "origin/kexp/alice", "-m", "Merge PR 1")
+    merged = git(lead, "rev-parse", "HEAD")
+    git(lead, "revert", "-m", "1", "--no-edit", "HEAD")
+
+    text = run_kexp("review", merged, "HEAD", cwd=lead).stdout
+    assert "correction-dropped" in text  # the revert, as the check sees it
+    assert "without a reason" not in text and "ask for the reason" not in text, text
+    put_back = next(line for line in text.splitlines() if "**Score put back**" in line)
+    assert f"`{exp}`" in put_back and "`1.07` → `1.1`" in put_back, put_back
+    # The commit undone: alice's correction, or the merge that brought it (git's log
+    # order of commits made in one second is either)
+    named = {f"`{corrected[:12]}` (correct E)", f"`{merged[:12]}` (Merge PR 1)"}
+    assert any(f"before commit {commit}" in put_back for commit in named), put_back

@@ -60,7 +60,7 @@ from kexp.storage.changed import (
     validate_changed,
 )
 from kexp.storage.changed import merge_base as merge_base
-from kexp.storage.scorechange import unexplained_score
+from kexp.storage.scorechange import SCORE_WITHOUT_NOTE, unexplained_score
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -167,6 +167,7 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
     mark_tried_before(store, tip, entries["added"], then)
+    _put_back(store, tip, entries["corrected"])
     touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
     if touched and on_base is not None:
         _changed_on_base(on_base, touched)
@@ -198,6 +199,36 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         already_on_base=sorted({c.id for c in landed if id(c) not in shared}),
         moved=moved,
     )
+
+
+def _put_back(store: Store, tip: str, corrected: Iterable[Reviewed]) -> None:
+    """Mark each correction whose score, changed without a note, is the value the base
+    side's last change of the score (in the history of ``tip``) replaced: a revert, or a
+    correction dropped, puts it back; the commit it undoes is no author's edit to ask
+    about."""
+    # lazy: not every command that imports this module needs kexp.storage.history
+    from kexp.core.errors import KexpError
+    from kexp.storage.history import history
+
+    for entry, _ in corrected:
+        score = next((c for c in entry.changes if c.field == "score"), None)
+        if score is None or not any(p.code == SCORE_WITHOUT_NOTE for p in entry.problems):
+            continue
+        try:
+            past = history(store, entry.id, revision=tip)
+        except KexpError:  # not in the base side's history: nothing to put back
+            continue
+        last = next((step for step in reversed(past) if "score" in step.changes), None)
+        if last is not None and _same_score(last.changes["score"][0], score.new):
+            entry.puts_back, entry.puts_back_subject = last.commit, last.summary
+
+
+def _same_score(old: object, new: object) -> bool:
+    """Whether two front-matter scores are one number."""
+    numbers = (int, float)
+    if isinstance(old, bool) or isinstance(new, bool):
+        return False
+    return isinstance(old, numbers) and isinstance(new, numbers) and float(old) == float(new)
 
 
 def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:

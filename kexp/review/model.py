@@ -162,6 +162,11 @@ class ReviewedExperiment:
     #: For a correction of an experiment the base's history removed and the change
     #: brings back: the commit that removed the version it is compared with ("": none).
     removed_in: str = ""
+    #: For a correction whose score, changed without a note, is put back to the value it
+    #: had before a commit of the base side changed it (a revert, a correction dropped):
+    #: that commit ("": none) and its subject.
+    puts_back: str = ""
+    puts_back_subject: str = ""
     #: For an added experiment: the base side's experiments whose code change it repeats.
     tried_before: list[TriedBefore] = dataclasses.field(default_factory=list)
 

@@ -368,7 +368,7 @@ def _headline(result: Review, everything: str) -> Listing:
         lines.append(_base_note(result, entry))
     for entry in result.corrected:
         if _unexplained(entry):
-            lines.append(f"✋ **Score changed without a reason**: {_unexplained_note(entry)}")
+            lines.append(_unexplained_line(entry))
     for entry in result.tried_before:
         if not entry.new_best and any(t.failed for t in entry.tried_before):
             lines.append(
@@ -537,6 +537,25 @@ def _tried_note(entry: ReviewedExperiment) -> str:
     return "tried before: " + ", ".join(said) + (f" and {more} more" if more > 0 else "")
 
 
+def _unexplained_line(entry: ReviewedExperiment, *, title: bool = True) -> str:
+    """The line on a score changed with no correction note: put back to the value a
+    commit of the base side replaced (a revert, a correction dropped: that commit says
+    why), else changed without a reason (ask the author)."""
+    if not entry.puts_back:
+        said = "✋ **Score changed without a reason**: " if title else "✋ "
+        return said + _unexplained_note(entry)
+    whose = f"{md_text(entry.author)}'s experiment" if entry.author else "an experiment"
+    score = next((c for c in entry.changes if c.field == "score"), None)
+    moved = f" {_value(score.old)} → {_value(score.new)}" if score is not None else ""
+    subject = f" ({md_text(entry.puts_back_subject, limit=_CELL_CHARS)})"
+    return (
+        f"↩️ {'**Score put back**: ' if title else ''}{md_code(entry.id)}, {whose}: "
+        f"score{moved}, its value before commit {md_code(entry.puts_back[:12])}"
+        f"{subject if entry.puts_back_subject else ''} changed it: this change undoes that "
+        "change (a revert, or a correction dropped); keep it only if that change was wrong"
+    )
+
+
 def _best_note(entry: ReviewedExperiment) -> str:
     score = f"{entry.score:.4f}" if entry.score is not None else "?"
     if entry.cumulative_score is not None and entry.cumulative_score != entry.score:
@@ -663,7 +682,7 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
             lines.append(f"Recorded by {md_text(e.author)}.")
             lines.append("")
         if _unexplained(e):
-            lines.append(f"✋ {_unexplained_note(e)}.")
+            lines.append(f"{_unexplained_line(e, title=False)}.")
             lines.append("")
         short = [c for c in e.changes if c.diff is None]
         long = [c for c in e.changes if c.diff is not None]
