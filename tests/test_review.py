@@ -682,6 +682,7 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "demoted_by_control": [],
         "lessons_lost": [],
         "already_on_base": [],
+        "behind_base": [],
     }
     assert data["base_commit"] == data["merge_base"]  # main has not moved on
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)

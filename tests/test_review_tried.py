@@ -113,3 +113,41 @@ def test_the_review_of_a_revert_says_the_score_is_put_back_not_to_ask_for_a_reas
     # order of commits made in one second is either)
     named = {f"`{corrected[:12]}` (correct E)", f"`{merged[:12]}` (Merge PR 1)"}
     assert any(f"before commit {commit}" in put_back for commit in named), put_back
+
+
+def test_a_kept_branch_after_a_squash_merge_is_not_blamed_for_the_bases_correction(
+    tmp_path: Path,
+) -> None:
+    """alice's first pull request (E, 1.10) is squash-merged, the reviewer correcting E
+    to 1.05 with its reason in the squash; alice adds F on E on her kept branch. The
+    review of her next pull request lists F alone: E is no correction of hers (her branch
+    holds the version before main's correction: the note says so), nobody is asked for
+    a reason, and F's cumulative is over main's E (1.05 × 1.03)."""
+    remote, _ = make_remote(tmp_path)
+    alice = _person(remote, tmp_path / "alice")
+    git(alice, "checkout", "-q", "-b", "kexp/alice")
+    first = _add(alice, "--summary", "Tiles 128 - +10%", "--score", "1.10",
+                 "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
+    _push(alice, "kexp/alice", "E")
+    lead = _person(remote, tmp_path / "lead")
+    git(lead, "fetch", "-q")
+    git(lead, "merge", "-q", "--squash", "origin/kexp/alice")
+    done = run_kexp("update", first, "--set", "score=1.05", "--reason", "quiet box", cwd=lead)
+    assert done.returncode == 0, done.stderr
+    _push(lead, "main", "PR 1 (squashed, corrected)")
+    second = _add(alice, "--summary", "Stages 4 - +3%", "--score", "1.03", "--pid", first)
+    _push(alice, "kexp/alice", "F")
+    git(lead, "fetch", "-q")
+
+    text = run_kexp("review", "origin/main", "origin/kexp/alice", cwd=lead).stdout
+    assert "**1 added · 0 corrected · 0 removed**" in text, text
+    assert "without a reason" not in text and "score-without-note" not in text, text
+    best = next(line for line in text.splitlines() if "**New best**" in line)
+    assert f"`{second}` reaches 1.0815" in best, best
+    behind = next(line for line in text.splitlines() if f"`{first}`" in line and "⏪" in line)
+    assert "`score` `1.1` → `1.05`" in behind, behind
+    data = json.loads(run_kexp("review", "origin/main", "origin/kexp/alice", "--json",
+                               cwd=lead).stdout)  # fmt: skip
+    assert [e["id"] for e in data["added"]] == [second] and not data["corrected"]
+    assert data["added"][0]["cumulative_score"] == 1.0815
+    assert data["summary"]["behind_base"] == [first]

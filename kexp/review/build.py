@@ -42,7 +42,7 @@ from kexp.review.headlines import (
     lost_lessons,
     new_lessons,
 )
-from kexp.review.model import KINDS, FieldChange, Review, ReviewedExperiment
+from kexp.review.model import KINDS, BehindBase, FieldChange, Review, ReviewedExperiment
 from kexp.review.render import COMMENT_MARKER as COMMENT_MARKER
 from kexp.review.render import defuse_links as defuse_links
 from kexp.review.render import md_block as md_block
@@ -114,7 +114,8 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     on_base = changes_between(store, check.merge_base, tip) if tip != check.merge_base else None
     landed = _landed(check.changes, on_base)
     shared = _shared(store, landed, check.merge_base, tip, head_commit or "HEAD")
-    ours = {id(c) for c in landed}
+    behind = _behind(check.changes, on_base)
+    ours = {id(c) for c in landed} | {id(c) for c, _ in behind}
     changes = dataclasses.replace(
         check.changes,
         added=[c for c in check.changes.added if id(c) not in ours],
@@ -173,7 +174,9 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         _changed_on_base(on_base, touched)
     lost = lost_lessons(entries, then)
     lessons = group_lessons(new_lessons(entries, then, {item.id for item in lost}))
-    landed_paths = {str(c.after.path) for c in landed if c.after is not None}
+    landed_paths = {
+        str(c.after.path) for c in [*landed, *(c for c, _ in behind)] if c.after is not None
+    }
     return Review(
         base=base,
         merge_base=check.merge_base,
@@ -198,6 +201,15 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         base_commit=tip,
         already_on_base=sorted({c.id for c in landed if id(c) not in shared}),
         moved=moved,
+        behind_base=[
+            BehindBase(
+                change.id,
+                relative(change.path) or str(change.path),
+                summary,
+                [field_change(name, old, new) for name, (old, new) in change.fields.items()],
+            )
+            for _, (change, summary) in behind
+        ],
     )
 
 
@@ -260,6 +272,42 @@ def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
             and not diff_fields(field_values(mine.document), field_values(its.document))
         ):
             found.append(change)
+    return found
+
+
+def _behind(
+    pr: Changes, on_base: Changes | None
+) -> list[tuple[ExperimentChange, tuple[ExperimentChange, str]]]:
+    """The branch's additions of an experiment that the base branch added too since the
+    merge base, in the same file, corrected since: its version holds every correction
+    note of the branch's and more, and each field the two differ in (but the description
+    the notes are in) is named by one of those notes (squash-merged, then corrected).
+    Each with the correction the base made (the branch's version before, the tip's
+    after) and the tip's change_summary."""
+    if on_base is None or not pr.added:
+        return []
+    # lazy: not every command that imports this module needs kexp.storage.history,
+    # kexp.storage.dropped
+    from kexp.storage.dropped import correction_notes
+    from kexp.storage.history import ExperimentChange, diff_fields, field_values
+
+    theirs = {c.id: c.after for c in on_base.added if c.after is not None}
+    found: list[tuple[ExperimentChange, tuple[ExperimentChange, str]]] = []
+    for change in pr.added:
+        mine, its = change.after, theirs.get(change.id)
+        if mine is None or its is None or mine.document is None or its.document is None:
+            continue
+        if str(mine.path) != str(its.path):
+            continue
+        mine_notes, its_notes = correction_notes(mine.document), correction_notes(its.document)
+        extra = [note for note in its_notes if note not in mine_notes]
+        if not extra or any(note not in its_notes for note in mine_notes):
+            continue
+        fields = diff_fields(field_values(mine.document), field_values(its.document))
+        said = " ".join(extra)
+        if all(name == "detailed_description" or f"{name} " in said for name in fields):
+            base = ExperimentChange(change.id, "modified", change.path, None, mine, its, fields)
+            found.append((change, (base, str(its.document.fields.get("change_summary") or ""))))
     return found
 
 

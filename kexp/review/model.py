@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "BehindBase",
     "BestChange",
     "ControlDemotion",
     "FieldChange",
@@ -186,6 +187,29 @@ class ReviewedExperiment:
         return data
 
 
+@dataclasses.dataclass
+class BehindBase:
+    """An experiment the branch adds that the base's tip holds already, corrected since
+    (squash-merged, then corrected: the tip's version holds every correction note of the
+    branch's and more, each field they differ in named by one): the branch holds the
+    version before those corrections, no change of its own. ``changes``: what the base
+    corrected, the branch's value → the tip's."""
+
+    id: str
+    path: str
+    change_summary: str
+    changes: list[FieldChange]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {
+            "id": self.id,
+            "path": self.path,
+            "change_summary": self.change_summary,
+            "changes": [c.to_dict() for c in self.changes],
+        }
+
+
 #: Why a best tip moved when no control the change brings judged it: the corrections or
 #: removals of the change.
 CORRECTIONS_OR_REMOVALS = "the corrections or removals here"
@@ -286,6 +310,9 @@ class Review:
     #: The experiments whose file the change moved or renamed, its bytes the same (no
     #: correction: their fields, as the head holds them).
     moved: list[ReviewedExperiment] = dataclasses.field(default_factory=list)
+    #: The experiments the branch holds as they were before the base's tip corrected
+    #: them (no change of the branch): not listed as its corrections.
+    behind_base: list[BehindBase] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:

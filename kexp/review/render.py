@@ -73,12 +73,14 @@ def to_json(result: Review) -> dict[str, Any]:
             "demoted_by_control": [d.to_dict() for d in result.demoted_by_control],
             "lessons_lost": [lost.to_dict() for lost in result.lessons_lost],
             "already_on_base": list(result.already_on_base),
+            "behind_base": [b.id for b in result.behind_base],
             "moved": len(result.moved),
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
         "removed": [e.to_dict() for e in result.removed],
         "moved": [e.to_dict() for e in result.moved],
+        "behind_base": [b.to_dict() for b in result.behind_base],
         "problems": {
             "changed_files": [p.to_dict() for p in result.file_problems],
             "store_wide": [p.to_dict() for p in result.store_problems],
@@ -387,6 +389,15 @@ def _headline(result: Review, everything: str) -> Listing:
             f"♻️ {len(result.already_on_base)} change(s) of the branch are on "
             f"{md_code(result.base)} already, the same (merged before, as a squash merge "
             f"does), and not listed again: {ids}"
+        )
+    there = md_code(result.base)
+    for behind in result.behind_base:
+        lines.append(
+            f"⏪ **Older here**: {md_code(behind.id)} "
+            f"({md_text(behind.change_summary, limit=_CELL_CHARS)}) is on {there} already, "
+            f"corrected there since ({_fields_said(behind.changes)}): this branch holds it "
+            f"as it was before, no change of this pull request, and not listed; its file "
+            f"conflicts when merged: keep {there}'s (merge {there} into the branch)"
         )
 
     def render(shown: Sequence[str], left: int) -> str:
