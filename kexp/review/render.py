@@ -9,11 +9,18 @@ it cannot alter the comment, link, mention anyone, or end its Mermaid graph.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.advice import CORRECT_FIELD, REVIEW_WHOLE, REVIEW_WHOLE_WORKING_TREE
+from kexp.core.advice import (
+    CORRECT_FIELD,
+    REVIEW_WHOLE,
+    REVIEW_WHOLE_AT,
+    REVIEW_WHOLE_WORKING_TREE,
+    REVIEW_WHOLE_WORKING_TREE_AT,
+)
 from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
@@ -222,7 +229,9 @@ _OUTCOME_ICONS = {
 }
 
 
-def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
+def render_markdown(
+    result: Review, *, max_chars: int | None = None, root: str | None = None
+) -> str:
     """The review as a Markdown comment for the pull request (GitHub-flavoured, with a
     Mermaid lineage graph). Text from experiments is escaped throughout.
 
@@ -231,8 +240,9 @@ def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
     failures first), the corrections' details, the lessons and the lineage. With
     ``max_chars`` (a forge's limit on a comment), each long section lists its first
     entries and says in one line how many more there are and the command that shows
-    them all (:mod:`kexp.review.fit`); no section is cut in the middle."""
-    everything = _whole_command(result)
+    them all (:mod:`kexp.review.fit`); no section is cut in the middle. ``root``: the
+    store's folder the review was run with (``--root DIR``), which that command names."""
+    everything = _whole_command(result, root)
     headline = _headline(result, everything)
     problems, store = _validation(result, everything)
     parts: list[Part] = [COMMENT_MARKER, "## kexp review", headline, problems, store]
@@ -288,11 +298,18 @@ def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
 _GAP = "\n\n"
 
 
-def _whole_command(result: Review) -> str:
-    """The command that prints the whole review, as an inline code span."""
-    if result.head is None:
-        return md_code(REVIEW_WHOLE_WORKING_TREE.say(base=result.base))
-    return md_code(REVIEW_WHOLE.say(base=result.base, head=result.head))
+def _whole_command(result: Review, root: str | None = None) -> str:
+    """The command that prints the whole review (run with ``--root root`` when given),
+    as an inline code span."""
+    base, head = result.base, result.head
+    if root is not None:
+        at = shlex.quote(root)  # a folder's name may hold spaces
+        if head is None:
+            return md_code(REVIEW_WHOLE_WORKING_TREE_AT.say(root=at, base=base))
+        return md_code(REVIEW_WHOLE_AT.say(root=at, base=base, head=head))
+    if head is None:
+        return md_code(REVIEW_WHOLE_WORKING_TREE.say(base=base))
+    return md_code(REVIEW_WHOLE.say(base=base, head=head))
 
 
 def _left_out(left: int, what: str, everything: str) -> str:
