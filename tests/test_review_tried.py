@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import git, run_kexp
+from conftest import git, init_repo, run_kexp
 from test_sync import clone, make_remote
 
 OPERATOR = "kernels/softmax.py: softmax_kernel"
@@ -151,3 +151,23 @@ def test_a_kept_branch_after_a_squash_merge_is_not_blamed_for_the_bases_correcti
     assert [e["id"] for e in data["added"]] == [second] and not data["corrected"]
     assert data["added"][0]["cumulative_score"] == 1.0815
     assert data["summary"]["behind_base"] == [first]
+
+
+def test_the_first_experiments_of_a_store_the_base_lacks_are_reviewed(tmp_path: Path) -> None:
+    """The pull request that makes the store (``kexp init``) and adds an experiment with
+    a code change: the base has no store to have tried it in, and the review says what
+    it adds, not an error."""
+    repo = init_repo(tmp_path / "repo")
+    git(repo, "switch", "-q", "-c", "pr")
+    assert run_kexp("init", ".", cwd=repo).returncode == 0
+    diff = tmp_path / "unroll.diff"
+    diff.write_text(UNROLL)
+    first = _add(repo, "--summary", "Unroll rows by 4 - +5%", "--score", "1.05",
+                 "--measured-against", "reference", "--diff-file", str(diff),
+                 *CAMPAIGN)  # fmt: skip
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the store")
+    done = run_kexp("review", "main", "pr", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "**1 added · 0 corrected · 0 removed**" in done.stdout and first in done.stdout
+    assert "tried before" not in done.stdout

@@ -24,7 +24,7 @@ def mark_tried_before(store: Store, tip: str, added: Sequence[Reviewed], then: S
     """Set ``tried_before`` of each added entry whose code change the store at ``tip``
     (the base side, ``then``) holds already: one index read for them all."""
     wanted = [(entry, exp) for entry, exp in added if exp is not None and exp.code_change]
-    if not wanted:
+    if not wanted or not then.facts:  # no experiment on the base side (no store, maybe)
         return
     base = store.at(tip)
 
