@@ -171,3 +171,30 @@ def test_the_first_experiments_of_a_store_the_base_lacks_are_reviewed(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert "**1 added · 0 corrected · 0 removed**" in done.stdout and first in done.stdout
     assert "tried before" not in done.stdout
+
+
+def test_a_repeat_of_a_regression_is_called_out_though_no_new_best(tmp_path: Path) -> None:
+    """main holds a regression (two rows per warp: 0.95); bob's pull request adds the
+    same change again, with a regression too, on the same parent: the headline says it
+    was tried before, with the earlier outcome, and the row says so."""
+    remote, _ = make_remote(tmp_path)
+    lead = _person(remote, tmp_path / "lead")
+    diff = tmp_path / "unroll.diff"
+    diff.write_text(UNROLL)
+    base = _add(lead, "--summary", "Online softmax - +15%", "--score", "1.15",
+                "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
+    slower = _add(lead, "--summary", "Unroll rows by 4 - -5%", "--score", "0.95",
+                  "--pid", base, "--diff-file", str(diff))  # fmt: skip
+    _push(lead, "main", "softmax history")
+    bob = _person(remote, tmp_path / "bob")
+    again = _add(bob, "--summary", "Unroll by 4 again - -4%", "--score", "0.96",
+                 "--pid", base, "--diff-file", str(diff))  # fmt: skip
+    _push(bob, "kexp/bob", "again")
+    git(lead, "fetch", "-q")
+
+    text = run_kexp("review", "origin/main", "origin/kexp/bob", cwd=lead).stdout
+    assert "**New best**" not in text
+    line = next(line for line in text.splitlines() if "**Tried before**" in line)
+    assert f"`{again}` (regression), tried before: `{slower}` (regression" in line, line
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{again}`"))
+    assert f"tried before: `{slower}` (regression" in row, row
