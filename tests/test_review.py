@@ -676,11 +676,13 @@ def test_json_has_the_same_content(pr: PullRequest) -> None:
         "warnings": 0,
         "new_best": [pr.fused.id],
         "suspect": [],
+        "tried_before": [],
         "changed_on_base": [],
         "best_changes": [],
         "demoted_by_control": [],
         "lessons_lost": [],
         "already_on_base": [],
+        "behind_base": [],
     }
     assert data["base_commit"] == data["merge_base"]  # main has not moved on
     fused = next(e for e in data["added"] if e["id"] == pr.fused.id)

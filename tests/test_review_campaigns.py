@@ -95,3 +95,34 @@ def test_the_operator_page_draws_a_best_per_dtype(tmp_path: Path) -> None:
     assert made["fp16"][:10] not in tips.group(1)
     # one best-so-far line per dtype: bf16's starts at its own first best
     assert len(re.findall(r'<path class="sofar[ "]', html)) == 2
+
+
+def test_a_dtype_spelt_otherwise_is_one_campaign_and_shown_by_its_usual_name(
+    tmp_path: Path,
+) -> None:
+    """main's best is bf16 (2.0); the branch adds a step spelt torch.bfloat16 (2.53) and
+    removes nothing: one campaign, as kexp stats and tree keep it: ranked 1 of 2, a new
+    best over the bf16 one (not the first of a campaign of its own)."""
+    repo = init_repo(tmp_path / "repo")
+    assert run_kexp("init", ".", cwd=repo).returncode == 0
+    first = record(repo, "bf16 vectorize", 2.0, "bf16")
+    commit_all(repo, "main")
+    git(repo, "switch", "-q", "-c", "pr")
+    second = record(repo, "bf16 unroll", 2.53, "torch.bfloat16")
+    commit_all(repo, "pr")
+    data = json.loads(run_kexp("review", "main", "pr", "--json", cwd=repo).stdout)
+    (added,) = data["added"]
+    assert added["id"] == second
+    assert (added["rank"], added["rank_of"], added["new_best"]) == (1, 2, True)
+    assert added["previous_best_id"] == first
+    # the best moved by a removal is named by its usual spelling
+    git(repo, "switch", "-q", "main")
+    git(repo, "merge", "-q", "pr")
+    git(repo, "switch", "-q", "-c", "drop")
+    assert run_kexp("rm", second, "--yes", cwd=repo).returncode == 0
+    commit_all(repo, "drop")
+    done = run_kexp("review", "main", "drop", "--format", "json", cwd=repo)
+    (change,) = json.loads(done.stdout)["summary"]["best_changes"]
+    named = (change["operator_sig"], change["dtype_sig"], change["env"])
+    assert named == (OPERATOR, "bf16", "H100")
+    assert (change["before_id"], change["after_id"]) == (second, first)

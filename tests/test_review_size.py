@@ -187,3 +187,24 @@ def test_a_summary_edit_moves_no_best_between_tied_experiments(repo: Path, store
     result = review(Store(repo), "main", "agent/mass")
     assert len(result.corrected) == 1 and result.best_changes == []
     assert "Best changed" not in render_markdown(result)
+
+
+def test_the_command_that_shows_everything_names_the_root_the_review_was_given(
+    repo: Path, store: Store, tmp_path: Path
+) -> None:
+    """A review run from outside the repository with ``--root DIR`` and cut to fit says
+    to run it again with ``--root DIR``: the command it gives, run from the same folder,
+    prints the whole review."""
+    mass_edit_branch(repo, store, 60)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cut = run_kexp("--root", str(repo), "review", "main", "agent/mass", "--max-chars", "6000",
+                   cwd=elsewhere)  # fmt: skip
+    assert cut.returncode == 0, cut.stderr
+    found = re.search(r"`(kexp [^`]*--max-chars 0)` shows them all", cut.stdout)
+    assert found is not None, cut.stdout
+    args = shlex.split(found.group(1))
+    assert args[1:3] == ["--root", str(repo)], args
+    whole = run_kexp(*args[1:], cwd=elsewhere)
+    assert whole.returncode == 0, whole.stderr
+    assert "shows them all" not in whole.stdout and "0 added · 60 corrected" in whole.stdout

@@ -287,6 +287,16 @@ REVIEW_WHOLE_WORKING_TREE = Advice(
     "kexp review {base} --max-chars 0",
     "kexp review {base} on the command line, with no bound on its length",
 )
+#: :data:`REVIEW_WHOLE` of a review run with ``--root DIR``.
+REVIEW_WHOLE_AT = Advice(
+    "kexp --root {root} review {base} {head} --max-chars 0",
+    "kexp review {base} {head} on the command line in {root}, with no bound on its length",
+)
+#: :data:`REVIEW_WHOLE_WORKING_TREE` of a review run with ``--root DIR``.
+REVIEW_WHOLE_WORKING_TREE_AT = Advice(
+    "kexp --root {root} review {base} --max-chars 0",
+    "kexp review {base} on the command line in {root}, with no bound on its length",
+)
 #: Advice on a raw_result left stale by a new score, with no timings to measure again.
 SET_RAW_RESULT = Advice(
     "kexp update {id} --set-file raw_result=FILE",
@@ -554,6 +564,8 @@ ADVICE = (
     CORRECT_FIELD,
     REVIEW_WHOLE,
     REVIEW_WHOLE_WORKING_TREE,
+    REVIEW_WHOLE_AT,
+    REVIEW_WHOLE_WORKING_TREE_AT,
     SET_RAW_RESULT,
     SET_FAILED,
     SET_MEASURED,

@@ -42,7 +42,7 @@ from kexp.review.headlines import (
     lost_lessons,
     new_lessons,
 )
-from kexp.review.model import KINDS, FieldChange, Review, ReviewedExperiment
+from kexp.review.model import KINDS, BehindBase, FieldChange, Review, ReviewedExperiment
 from kexp.review.render import COMMENT_MARKER as COMMENT_MARKER
 from kexp.review.render import defuse_links as defuse_links
 from kexp.review.render import md_block as md_block
@@ -50,6 +50,7 @@ from kexp.review.render import md_code as md_code
 from kexp.review.render import md_text as md_text
 from kexp.review.render import render_markdown, to_json
 from kexp.review.side import campaign_of, sides
+from kexp.review.tried import mark_tried_before
 from kexp.storage.changed import (
     STORE_WIDE_CODES,
     ChangeCheck,
@@ -59,7 +60,7 @@ from kexp.storage.changed import (
     validate_changed,
 )
 from kexp.storage.changed import merge_base as merge_base
-from kexp.storage.scorechange import unexplained_score
+from kexp.storage.scorechange import SCORE_WITHOUT_NOTE, unexplained_score
 
 if TYPE_CHECKING:
     from kexp.core.model import KernelExperiment
@@ -113,7 +114,8 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     on_base = changes_between(store, check.merge_base, tip) if tip != check.merge_base else None
     landed = _landed(check.changes, on_base)
     shared = _shared(store, landed, check.merge_base, tip, head_commit or "HEAD")
-    ours = {id(c) for c in landed}
+    behind = _behind(check.changes, on_base)
+    ours = {id(c) for c in landed} | {id(c) for c, _ in behind}
     changes = dataclasses.replace(
         check.changes,
         added=[c for c in check.changes.added if id(c) not in ours],
@@ -165,12 +167,16 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
     for kind in KINDS:
         for entry, _ in entries[kind]:
             entry.problems = _relative_problems(entry.problems, relative)
+    mark_tried_before(store, tip, entries["added"], then)
+    _put_back(store, tip, entries["corrected"])
     touched = {entry.id: entry for entry, _ in [*entries["corrected"], *entries["removed"]]}
     if touched and on_base is not None:
         _changed_on_base(on_base, touched)
     lost = lost_lessons(entries, then)
     lessons = group_lessons(new_lessons(entries, then, {item.id for item in lost}))
-    landed_paths = {str(c.after.path) for c in landed if c.after is not None}
+    landed_paths = {
+        str(c.after.path) for c in [*landed, *(c for c, _ in behind)] if c.after is not None
+    }
     return Review(
         base=base,
         merge_base=check.merge_base,
@@ -195,7 +201,46 @@ def review(store: Store, base: str, head: str | None = None) -> Review:
         base_commit=tip,
         already_on_base=sorted({c.id for c in landed if id(c) not in shared}),
         moved=moved,
+        behind_base=[
+            BehindBase(
+                change.id,
+                relative(change.path) or str(change.path),
+                summary,
+                [field_change(name, old, new) for name, (old, new) in change.fields.items()],
+            )
+            for _, (change, summary) in behind
+        ],
     )
+
+
+def _put_back(store: Store, tip: str, corrected: Iterable[Reviewed]) -> None:
+    """Mark each correction whose score, changed without a note, is the value the base
+    side's last change of the score (in the history of ``tip``) replaced: a revert, or a
+    correction dropped, puts it back; the commit it undoes is no author's edit to ask
+    about."""
+    # lazy: not every command that imports this module needs kexp.storage.history
+    from kexp.core.errors import KexpError
+    from kexp.storage.history import history
+
+    for entry, _ in corrected:
+        score = next((c for c in entry.changes if c.field == "score"), None)
+        if score is None or not any(p.code == SCORE_WITHOUT_NOTE for p in entry.problems):
+            continue
+        try:
+            past = history(store, entry.id, revision=tip)
+        except KexpError:  # not in the base side's history: nothing to put back
+            continue
+        last = next((step for step in reversed(past) if "score" in step.changes), None)
+        if last is not None and _same_score(last.changes["score"][0], score.new):
+            entry.puts_back, entry.puts_back_subject = last.commit, last.summary
+
+
+def _same_score(old: object, new: object) -> bool:
+    """Whether two front-matter scores are one number."""
+    numbers = (int, float)
+    if isinstance(old, bool) or isinstance(new, bool):
+        return False
+    return isinstance(old, numbers) and isinstance(new, numbers) and float(old) == float(new)
 
 
 def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
@@ -227,6 +272,42 @@ def _landed(pr: Changes, on_base: Changes | None) -> list[ExperimentChange]:
             and not diff_fields(field_values(mine.document), field_values(its.document))
         ):
             found.append(change)
+    return found
+
+
+def _behind(
+    pr: Changes, on_base: Changes | None
+) -> list[tuple[ExperimentChange, tuple[ExperimentChange, str]]]:
+    """The branch's additions of an experiment that the base branch added too since the
+    merge base, in the same file, corrected since: its version holds every correction
+    note of the branch's and more, and each field the two differ in (but the description
+    the notes are in) is named by one of those notes (squash-merged, then corrected).
+    Each with the correction the base made (the branch's version before, the tip's
+    after) and the tip's change_summary."""
+    if on_base is None or not pr.added:
+        return []
+    # lazy: not every command that imports this module needs kexp.storage.history,
+    # kexp.storage.dropped
+    from kexp.storage.dropped import correction_notes
+    from kexp.storage.history import ExperimentChange, diff_fields, field_values
+
+    theirs = {c.id: c.after for c in on_base.added if c.after is not None}
+    found: list[tuple[ExperimentChange, tuple[ExperimentChange, str]]] = []
+    for change in pr.added:
+        mine, its = change.after, theirs.get(change.id)
+        if mine is None or its is None or mine.document is None or its.document is None:
+            continue
+        if str(mine.path) != str(its.path):
+            continue
+        mine_notes, its_notes = correction_notes(mine.document), correction_notes(its.document)
+        extra = [note for note in its_notes if note not in mine_notes]
+        if not extra or any(note not in its_notes for note in mine_notes):
+            continue
+        fields = diff_fields(field_values(mine.document), field_values(its.document))
+        said = " ".join(extra)
+        if all(name == "detailed_description" or f"{name} " in said for name in fields):
+            base = ExperimentChange(change.id, "modified", change.path, None, mine, its, fields)
+            found.append((change, (base, str(its.document.fields.get("change_summary") or ""))))
     return found
 
 

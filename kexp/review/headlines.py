@@ -15,7 +15,7 @@ from kexp.format.fileformat import key_insight
 from kexp.review.entry import Reviewed
 from kexp.review.graph import LineageGraph, LineageNode
 from kexp.review.model import KINDS, BestChange, ControlDemotion, LostLesson
-from kexp.review.side import Campaign, Side, campaign_of
+from kexp.review.side import Campaign, Side, campaign_name, campaign_of
 
 #: Ancestors and children of each touched experiment drawn in the lineage graph.
 MAX_RELATIVES = 6
@@ -42,7 +42,7 @@ def best_changes(entries: Mapping[str, list[Reviewed]], now: Side, then: Side) -
         old = None if before is None else before.cumulative_score
         new = None if after is None else after.cumulative_score
         if (before and before.id) != (after and after.id) or old != new:
-            operator, dtype, env = campaign
+            operator, dtype, env = campaign_name(campaign, now, then)
             change = BestChange(
                 operator,
                 None if before is None else before.id,

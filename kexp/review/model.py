@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "BehindBase",
     "BestChange",
     "ControlDemotion",
     "FieldChange",
     "LostLesson",
     "Review",
     "ReviewedExperiment",
+    "TriedBefore",
     "short_value",
 ]
 
@@ -55,6 +57,31 @@ class FieldChange:
             "diff": self.diff,
             "diff_omitted": self.diff_omitted,
         }
+
+
+@dataclasses.dataclass
+class TriedBefore:
+    """An experiment of the base side whose code change an added one repeats (the same
+    once normalised, or a near-duplicate: :func:`kexp.storage.repeats.repeats_in`, as
+    ``kexp add`` warns of it): its outcome, why it was retired ("" when it was not) and
+    whether it is a dead end of its lineage there."""
+
+    id: str
+    outcome: str
+    change_summary: str
+    identical: bool = True
+    similarity: float = 1.0
+    retired: str = ""
+    dead_end: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Whether it is a lesson not to repeat: retired, a failure or a dead end."""
+        return bool(self.retired) or self.dead_end or self.outcome not in _SUCCESSES
+
+
+#: The outcomes of a step that is no lesson to heed when tried again.
+_SUCCESSES = frozenset({"improvement", "pending", "control"})
 
 
 @dataclasses.dataclass
@@ -136,6 +163,13 @@ class ReviewedExperiment:
     #: For a correction of an experiment the base's history removed and the change
     #: brings back: the commit that removed the version it is compared with ("": none).
     removed_in: str = ""
+    #: For a correction whose score, changed without a note, is put back to the value it
+    #: had before a commit of the base side changed it (a revert, a correction dropped):
+    #: that commit ("": none) and its subject.
+    puts_back: str = ""
+    puts_back_subject: str = ""
+    #: For an added experiment: the base side's experiments whose code change it repeats.
+    tried_before: list[TriedBefore] = dataclasses.field(default_factory=list)
 
     @property
     def shown_score(self) -> float | None:
@@ -151,6 +185,29 @@ class ReviewedExperiment:
         data["base_changes"] = [c.to_dict() for c in self.base_changes]
         data["problems"] = [p.to_dict() for p in self.problems]
         return data
+
+
+@dataclasses.dataclass
+class BehindBase:
+    """An experiment the branch adds that the base's tip holds already, corrected since
+    (squash-merged, then corrected: the tip's version holds every correction note of the
+    branch's and more, each field they differ in named by one): the branch holds the
+    version before those corrections, no change of its own. ``changes``: what the base
+    corrected, the branch's value → the tip's."""
+
+    id: str
+    path: str
+    change_summary: str
+    changes: list[FieldChange]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (stable keys)."""
+        return {
+            "id": self.id,
+            "path": self.path,
+            "change_summary": self.change_summary,
+            "changes": [c.to_dict() for c in self.changes],
+        }
 
 
 #: Why a best tip moved when no control the change brings judged it: the corrections or
@@ -253,6 +310,9 @@ class Review:
     #: The experiments whose file the change moved or renamed, its bytes the same (no
     #: correction: their fields, as the head holds them).
     moved: list[ReviewedExperiment] = dataclasses.field(default_factory=list)
+    #: The experiments the branch holds as they were before the base's tip corrected
+    #: them (no change of the branch): not listed as its corrections.
+    behind_base: list[BehindBase] = dataclasses.field(default_factory=list)
 
     @property
     def experiments(self) -> list[ReviewedExperiment]:
@@ -279,6 +339,11 @@ class Review:
         """The corrected or removed experiments that the base branch changed too since
         the merge base: conflicting edits, one of which the merge loses."""
         return [e for e in self.experiments if e.base_kind is not None]
+
+    @property
+    def tried_before(self) -> list[ReviewedExperiment]:
+        """The added experiments whose code change the base side tried before."""
+        return [e for e in self.added if e.tried_before]
 
     @property
     def suspects(self) -> list[ReviewedExperiment]:

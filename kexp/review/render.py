@@ -9,11 +9,18 @@ it cannot alter the comment, link, mention anyone, or end its Mermaid graph.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kexp.agents.lessons import LESSON_GROUPS
-from kexp.core.advice import CORRECT_FIELD, REVIEW_WHOLE, REVIEW_WHOLE_WORKING_TREE
+from kexp.core.advice import (
+    CORRECT_FIELD,
+    REVIEW_WHOLE,
+    REVIEW_WHOLE_AT,
+    REVIEW_WHOLE_WORKING_TREE,
+    REVIEW_WHOLE_WORKING_TREE_AT,
+)
 from kexp.core.outcome import NOTHING_MEASURED
 from kexp.format.outputs import markdown_table
 from kexp.format.samples import describe_interval
@@ -67,17 +74,20 @@ def to_json(result: Review) -> dict[str, Any]:
             "warnings": sum(p.severity == "warning" for p in result.problems),
             "new_best": [e.id for e in result.new_bests],
             "suspect": [e.id for e in result.suspects],
+            "tried_before": [e.id for e in result.tried_before],
             "changed_on_base": [e.id for e in result.changed_on_base],
             "best_changes": [c.to_dict() for c in result.best_changes],
             "demoted_by_control": [d.to_dict() for d in result.demoted_by_control],
             "lessons_lost": [lost.to_dict() for lost in result.lessons_lost],
             "already_on_base": list(result.already_on_base),
+            "behind_base": [b.id for b in result.behind_base],
             "moved": len(result.moved),
         },
         "added": [e.to_dict() for e in result.added],
         "corrected": [e.to_dict() for e in result.corrected],
         "removed": [e.to_dict() for e in result.removed],
         "moved": [e.to_dict() for e in result.moved],
+        "behind_base": [b.to_dict() for b in result.behind_base],
         "problems": {
             "changed_files": [p.to_dict() for p in result.file_problems],
             "store_wide": [p.to_dict() for p in result.store_problems],
@@ -219,7 +229,9 @@ _OUTCOME_ICONS = {
 }
 
 
-def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
+def render_markdown(
+    result: Review, *, max_chars: int | None = None, root: str | None = None
+) -> str:
     """The review as a Markdown comment for the pull request (GitHub-flavoured, with a
     Mermaid lineage graph). Text from experiments is escaped throughout.
 
@@ -228,8 +240,9 @@ def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
     failures first), the corrections' details, the lessons and the lineage. With
     ``max_chars`` (a forge's limit on a comment), each long section lists its first
     entries and says in one line how many more there are and the command that shows
-    them all (:mod:`kexp.review.fit`); no section is cut in the middle."""
-    everything = _whole_command(result)
+    them all (:mod:`kexp.review.fit`); no section is cut in the middle. ``root``: the
+    store's folder the review was run with (``--root DIR``), which that command names."""
+    everything = _whole_command(result, root)
     headline = _headline(result, everything)
     problems, store = _validation(result, everything)
     parts: list[Part] = [COMMENT_MARKER, "## kexp review", headline, problems, store]
@@ -285,11 +298,18 @@ def render_markdown(result: Review, *, max_chars: int | None = None) -> str:
 _GAP = "\n\n"
 
 
-def _whole_command(result: Review) -> str:
-    """The command that prints the whole review, as an inline code span."""
-    if result.head is None:
-        return md_code(REVIEW_WHOLE_WORKING_TREE.say(base=result.base))
-    return md_code(REVIEW_WHOLE.say(base=result.base, head=result.head))
+def _whole_command(result: Review, root: str | None = None) -> str:
+    """The command that prints the whole review (run with ``--root root`` when given),
+    as an inline code span."""
+    base, head = result.base, result.head
+    if root is not None:
+        at = shlex.quote(root)  # a folder's name may hold spaces
+        if head is None:
+            return md_code(REVIEW_WHOLE_WORKING_TREE_AT.say(root=at, base=base))
+        return md_code(REVIEW_WHOLE_AT.say(root=at, base=base, head=head))
+    if head is None:
+        return md_code(REVIEW_WHOLE_WORKING_TREE.say(base=base))
+    return md_code(REVIEW_WHOLE.say(base=base, head=head))
 
 
 def _left_out(left: int, what: str, everything: str) -> str:
@@ -328,7 +348,7 @@ def _first_to_act_on(entries: Sequence[ReviewedExperiment]) -> list[ReviewedExpe
             return 0
         if entry.suspect:
             return 1
-        if _unexplained(entry):
+        if _unexplained(entry) or any(t.failed for t in entry.tried_before):
             return 2
         if entry.new_best:
             return 3
@@ -367,9 +387,16 @@ def _headline(result: Review, everything: str) -> Listing:
         lines.append(_base_note(result, entry))
     for entry in result.corrected:
         if _unexplained(entry):
-            lines.append(f"✋ **Score changed without a reason**: {_unexplained_note(entry)}")
+            lines.append(_unexplained_line(entry))
+    for entry in result.tried_before:
+        if not entry.new_best and any(t.failed for t in entry.tried_before):
+            lines.append(
+                f"🔁 **Tried before**: {md_code(entry.id)} ({md_text(entry.outcome)}), "
+                f"{_tried_note(entry)}: read it before accepting this measurement"
+            )
     for entry in result.new_bests:
-        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}")
+        tried = f"; {_tried_note(entry)}" if entry.tried_before else ""
+        lines.append(f"🏆 **New best** on {_campaign(entry)}: {_best_note(entry)}{tried}")
     for change in result.best_changes:
         lines.append(_best_change_note(change))
     lines += [_demotion_note(demotion) for demotion in result.demoted_by_control]
@@ -379,6 +406,15 @@ def _headline(result: Review, everything: str) -> Listing:
             f"♻️ {len(result.already_on_base)} change(s) of the branch are on "
             f"{md_code(result.base)} already, the same (merged before, as a squash merge "
             f"does), and not listed again: {ids}"
+        )
+    there = md_code(result.base)
+    for behind in result.behind_base:
+        lines.append(
+            f"⏪ **Older here**: {md_code(behind.id)} "
+            f"({md_text(behind.change_summary, limit=_CELL_CHARS)}) is on {there} already, "
+            f"corrected there since ({_fields_said(behind.changes)}): this branch holds it "
+            f"as it was before, no change of this pull request, and not listed; its file "
+            f"conflicts when merged: keep {there}'s (merge {there} into the branch)"
         )
 
     def render(shown: Sequence[str], left: int) -> str:
@@ -511,6 +547,43 @@ def _unexplained_note(entry: ReviewedExperiment) -> str:
     )
 
 
+#: The earlier experiments a tried-before note names at most (the rest are counted).
+_TRIED_NAMED = 3
+
+
+def _tried_note(entry: ReviewedExperiment) -> str:
+    """``tried before: ID (OUTCOME; retired because: REASON)`` for the base side's
+    experiments whose code change an added one repeats."""
+    said = []
+    for tried in entry.tried_before[:_TRIED_NAMED]:
+        parts = [] if tried.identical else [f"a near-duplicate, similarity {tried.similarity:.2f}"]
+        parts.append(md_text(tried.outcome) + (", dead end" if tried.dead_end else ""))
+        if tried.retired:
+            parts.append(f"retired because: {md_text(tried.retired, limit=_CELL_CHARS)}")
+        said.append(f"{md_code(tried.id)} ({'; '.join(parts)})")
+    more = len(entry.tried_before) - _TRIED_NAMED
+    return "tried before: " + ", ".join(said) + (f" and {more} more" if more > 0 else "")
+
+
+def _unexplained_line(entry: ReviewedExperiment, *, title: bool = True) -> str:
+    """The line on a score changed with no correction note: put back to the value a
+    commit of the base side replaced (a revert, a correction dropped: that commit says
+    why), else changed without a reason (ask the author)."""
+    if not entry.puts_back:
+        said = "✋ **Score changed without a reason**: " if title else "✋ "
+        return said + _unexplained_note(entry)
+    whose = f"{md_text(entry.author)}'s experiment" if entry.author else "an experiment"
+    score = next((c for c in entry.changes if c.field == "score"), None)
+    moved = f" {_value(score.old)} → {_value(score.new)}" if score is not None else ""
+    subject = f" ({md_text(entry.puts_back_subject, limit=_CELL_CHARS)})"
+    return (
+        f"↩️ {'**Score put back**: ' if title else ''}{md_code(entry.id)}, {whose}: "
+        f"score{moved}, its value before commit {md_code(entry.puts_back[:12])}"
+        f"{subject if entry.puts_back_subject else ''} changed it: this change undoes that "
+        "change (a revert, or a correction dropped); keep it only if that change was wrong"
+    )
+
+
 def _best_note(entry: ReviewedExperiment) -> str:
     score = f"{entry.score:.4f}" if entry.score is not None else "?"
     if entry.cumulative_score is not None and entry.cumulative_score != entry.score:
@@ -586,6 +659,8 @@ def _table_rows(entries: Sequence[ReviewedExperiment]) -> list[str]:
                 rank += " (was the best)"
             if e.dead_end:
                 rank += ", dead end"
+        if e.tried_before:
+            rank += f"; {_tried_note(e)}"
         rows.append(
             [
                 md_code(e.id, in_table=True),
@@ -635,7 +710,7 @@ def _corrections(entries: Sequence[ReviewedExperiment]) -> list[str]:
             lines.append(f"Recorded by {md_text(e.author)}.")
             lines.append("")
         if _unexplained(e):
-            lines.append(f"✋ {_unexplained_note(e)}.")
+            lines.append(f"{_unexplained_line(e, title=False)}.")
             lines.append("")
         short = [c for c in e.changes if c.diff is None]
         long = [c for c in e.changes if c.diff is not None]

@@ -14,6 +14,7 @@ from kexp.core.collector import collector_paused
 from kexp.core.cumulative import Derived
 from kexp.core.model import KernelExperiment, attach
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
+from kexp.core.spelling import campaign_key, campaign_names
 from kexp.format.filelinks import links_of
 from kexp.format.rules import folded_env
 from kexp.format.suspect import suspect_reasons
@@ -222,24 +223,28 @@ class Side:
         improved.sort(key=lambda e: -float(e[0]))
         return [number for _, number in improved]
 
+    def members(self, campaign: Campaign) -> list[Facts]:
+        """The facts of ``campaign``'s experiments on this side, in order."""
+        return [self.facts[number] for number in self._campaigns().get(campaign, [])]
+
     def spelt_otherwise(self, campaign: Campaign) -> str | None:
-        """An env of the side's experiments of ``campaign``'s operator and dtype that
-        is ``campaign``'s env spelt otherwise (``H100 SXM, CUDA 12.4`` beside ``h100 sxm
-        cuda12.4``: :func:`kexp.format.rules.folded_env`); None when none is."""
+        """An env of the side's experiments of ``campaign``'s operator and dtype (by
+        key) that is ``campaign``'s env spelt otherwise (``H100 SXM, CUDA 12.4`` beside
+        ``h100 sxm cuda12.4``: :func:`kexp.format.rules.folded_env`), as it is shown
+        (:func:`kexp.core.spelling.campaign_names`); None when none is."""
         operator, dtype, env = campaign
         folded = folded_env(env)
+        if not folded:
+            return None
         found = sorted(
-            {
-                other
-                for (on, of, other) in self._campaigns()
-                if on == operator
-                and of == dtype
-                and other != env
-                and other.strip()
-                and folded_env(other) == folded
-            }
+            campaign_names(self.members(other))[other][2]
+            for other in self._campaigns()
+            if other[:2] == (operator, dtype)
+            and other[2] != env
+            and other[2].strip()
+            and folded_env(other[2]) == folded
         )
-        return found[0] if found and folded else None
+        return found[0] if found else None
 
     def dead_end(self, exp: KernelExperiment) -> bool:
         """Whether ``exp`` (one of the side's) is a dead end of its lineage, as ``kexp
@@ -276,14 +281,23 @@ class Side:
         return self._suspected[number]
 
 
-#: A campaign: operator × dtype × env (``operator_sig``, ``dtype_sig``, ``env``), as
-#: the report's frontier and ``kexp context`` keep one best per campaign.
+#: A campaign: operator × dtype × env (``operator_sig``, ``dtype_sig``, ``env``) in
+#: kexp's spelling (:func:`kexp.core.spelling.campaign_key`), as the report's frontier,
+#: ``kexp stats`` and ``kexp context`` keep one best per campaign.
 Campaign = tuple[str, str, str]
 
 
 def campaign_of(item: Any) -> Campaign:
-    """The campaign of an experiment, its :class:`Facts` or a reviewed entry."""
-    return (item.operator_sig, item.dtype_sig, item.env)
+    """The campaign of an experiment, its :class:`Facts` or a reviewed entry: its key
+    (``bf16`` and ``torch.bfloat16`` of one kernel on one machine are one campaign)."""
+    return campaign_key(item)
+
+
+def campaign_name(campaign: Campaign, *sides: Side) -> Campaign:
+    """The name ``campaign`` is shown by: each column's spelling most written among its
+    experiments on ``sides`` (:func:`kexp.core.spelling.campaign_names`)."""
+    members = [item for side in sides for item in side.members(campaign)]
+    return campaign_names(members).get(campaign, campaign)
 
 
 def _ids(combines: Iterable[str | None]) -> list[str]:

@@ -76,7 +76,9 @@ def review(
         echo_json(to_json(result))
     else:
         bound = max_chars or None
-        echo_raw(render_markdown(result, max_chars=bound).rstrip("\n"))
+        root = ctx.find_root().params.get("root")  # named again by "--max-chars 0"
+        given = None if root is None else str(root)
+        echo_raw(render_markdown(result, max_chars=bound, root=given).rstrip("\n"))
 
 
 COMMANDS = (review,)
