@@ -140,16 +140,20 @@ def usual_spelling(column: str, spellings: Iterable[str]) -> str:
 
 def campaign_names(records: Iterable[Any]) -> dict[tuple[str, str, str], tuple[str, str, str]]:
     """Each campaign of ``records`` (:func:`campaign_key`) -> the name it is shown by:
-    each column's spelling most written among its records (:func:`usual_spelling`)."""
-    spellings: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    each column's spelling most written (:func:`usual_spelling`) among all ``records``
+    of that column's key, not of the campaign alone: an operator spelt ``k.py:f`` twice
+    on one env and ``k.py: f`` once on another is ``k.py:f`` on both, one name in every
+    place a read shows it (its page, its cells, its rows)."""
+    keys: set[tuple[str, str, str]] = set()
+    spellings: tuple[dict[str, list[str]], ...] = ({}, {}, {})
     for record in records:
-        operator, dtype, env = (str(getattr(record, c, "") or "").strip() for c in CAMPAIGN_COLUMNS)
-        spellings.setdefault(campaign_key(record), []).append((operator, dtype, env))
-    names: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-    for key, found in spellings.items():
-        operator, dtype, env = (
-            usual_spelling(column, (spelt[at] for spelt in found))
-            for at, column in enumerate(CAMPAIGN_COLUMNS)
-        )
-        names[key] = (operator, dtype, env)
-    return names
+        key = campaign_key(record)
+        keys.add(key)
+        for at, column in enumerate(CAMPAIGN_COLUMNS):
+            value = str(getattr(record, column, "") or "").strip()
+            spellings[at].setdefault(key[at], []).append(value)
+    shown = [
+        {part: usual_spelling(column, found) for part, found in spellings[at].items()}
+        for at, column in enumerate(CAMPAIGN_COLUMNS)
+    ]
+    return {key: (shown[0][key[0]], shown[1][key[1]], shown[2][key[2]]) for key in keys}
