@@ -13,7 +13,7 @@ from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import ASK_ONE_ENV, CORRECT_FIELD, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
-from kexp.core.spelling import canonical, usual_spelling
+from kexp.core.spelling import canonical, folded, usual_spelling
 from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
 
@@ -273,7 +273,7 @@ def spelt_as_one(
             kept = min(spellings, key=lambda item: (-item[2], item[0] != mine, item[0]))
             others = [item for item in spellings if item is not kept]
             keys = {key for key, _, _ in others}
-            ids = sorted({row.id for row in rows if getattr(row, column).lower() in keys})
+            ids = sorted({row.id for row in rows if folded(column, getattr(row, column)) in keys})
             if not ids:
                 continue
             name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
