@@ -63,3 +63,19 @@ def test_stats_names_one_env_one_way_in_every_campaign(repo: Path) -> None:
     add(repo, "y.py:g", "MI300X ROCm 6.2", "z - +20%", 1.2)
     stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
     assert {best["env"] for best in stats["best"]} == {"MI300X ROCm 6.2"}, stats["best"]
+
+
+def test_context_advises_writing_the_name_stats_shows(repo: Path) -> None:
+    # bf16 in three spellings: "bfloat16" most written, as stats names the campaign.
+    for dtype in ("BF16", "bf16", "bfloat16", "bfloat16"):
+        done = run_kexp(
+            "add", "--summary", f"{dtype} - +10%", "--score", "1.1", "--operator", "k.py:f",
+            "--dtype", dtype, "--env", "H100", "--measured-against", "reference", cwd=repo,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
+    (shown,) = {best["dtype_sig"] for best in stats["best"]}
+    asked = ("context", "--operator", "k.py:f", "--dtype", "bf16", "--env", "H100", "--json")
+    (note,) = json.loads(run_kexp(*asked, cwd=repo).stdout)["context"]["spelt_as_one"]
+    assert note.startswith(f"dtype {shown!r} read as one with"), (shown, note)
+    assert f"write VALUE {shown!r} on the 2 spelt otherwise" in note, note

@@ -269,21 +269,23 @@ def spelt_as_one(
         for mine, spellings in groups.items():
             if len(spellings) < 2:
                 continue
-            # The spelling most written (kexp's own, among as many) is the one to keep.
-            kept = min(spellings, key=lambda item: (-item[2], item[0] != mine, item[0]))
-            others = [item for item in spellings if item is not kept]
-            keys = {key for key, _, _ in others}
-            ids = sorted({row.id for row in rows if folded(column, getattr(row, column)) in keys})
+            # The name every read shows it by (stats, tree, the report) is the one to keep.
+            of_mine = [row for row in rows if spelled(column, getattr(row, column)) == mine]
+            kept = usual_spelling(column, (getattr(row, column).strip() for row in of_mine))
+            kept_key = folded(column, kept)
+            ids = sorted(
+                {r.id for r in of_mine if folded(column, getattr(r, column).strip()) != kept_key}
+            )
             if not ids:
                 continue
             name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
-            named = ", ".join(repr(shown) for _, shown, _ in others)
+            named = ", ".join(repr(s) for k, s, _ in spellings if folded(column, k) != kept_key)
             listed = ", ".join(short(exp_id) for exp_id in ids[:NAMED_IDS])
             more = f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else ""
             notes.append(
-                f"{name} {kept[1]!r} read as one with {named} (one {name} in kexp's "
+                f"{name} {kept!r} read as one with {named} (one {name} in kexp's "
                 "spelling: one campaign in every read); to write it one way (as grep and "
-                f"the files read it), write VALUE {kept[1]!r} on the {len(ids)} spelt "
+                f"the files read it), write VALUE {kept!r} on the {len(ids)} spelt "
                 f"otherwise ({listed}{more}): "
                 f"{CORRECT_FIELD.say(id=short(ids[0]), field=column)}"
             )
