@@ -90,3 +90,14 @@ def test_a_query_in_another_case_says_it_reads_two_kernels(
     # The whole name in another case matches both kernels' names: both said, not one.
     alone = run_kexp("context", "--operator", "K.PY:GEMM", "--json", cwd=root)
     assert json.loads(alone.stdout)["context"]["several"], alone.stdout  # two: both said
+
+
+def test_the_closest_operators_are_found_in_any_case(repo: Path) -> None:
+    # An agent names the kernel in its own words; "layer norm" is in LayerNorm's name.
+    add(repo, "j.py:cache_layer_kernel", "cache - +10%", 1.1)
+    add(repo, "k.py:LayerNorm", "norm - +10%", 1.1)
+    data = json.loads(run_kexp("context", "--operator", "layer norm", "--json", cwd=repo).stdout)
+    assert [item["operator_sig"] for item in data["operators"]] == [
+        "k.py:LayerNorm",
+        "j.py:cache_layer_kernel",
+    ], data["operators"]

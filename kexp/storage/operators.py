@@ -120,7 +120,8 @@ def closest(rows: Sequence[Row], column: str, value: str) -> list[tuple[str, str
         key, _, count = known
         theirs = trigrams(key)
         shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
-        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
+        lowered = key.lower()  # an operator's key keeps its case; closeness does not
+        return (-sum(len(w) for w in words if w in lowered), -round(shared, 9), -count, key)
 
     return sorted(distinct(rows, column), key=closeness)
 
