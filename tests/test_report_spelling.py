@@ -79,3 +79,17 @@ def test_context_advises_writing_the_name_stats_shows(repo: Path) -> None:
     (note,) = json.loads(run_kexp(*asked, cwd=repo).stdout)["context"]["spelt_as_one"]
     assert note.startswith(f"dtype {shown!r} read as one with"), (shown, note)
     assert f"write VALUE {shown!r} on the 2 spelt otherwise" in note, note
+
+
+def test_context_names_each_value_a_filter_matched_as_stats_does(repo: Path) -> None:
+    for dtype in ("BF16", "bf16", "bfloat16", "bfloat16", "fp16"):
+        done = run_kexp(
+            "add", "--summary", f"{dtype} - +10%", "--score", "1.1", "--operator", "k.py:f",
+            "--dtype", dtype, "--env", "H100", "--measured-against", "reference", cwd=repo,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
+    shown = {best["dtype_sig"] for best in stats["best"]}
+    asked = ("context", "--operator", "k.py:f", "--dtype", "16", "--json")
+    (several,) = json.loads(run_kexp(*asked, cwd=repo).stdout)["context"]["several"]
+    assert {m["value"] for m in several["matched"]} == shown == {"bfloat16", "fp16"}, several

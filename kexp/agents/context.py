@@ -457,6 +457,7 @@ def _gather(
             derivation,
             settings,
             short,
+            everything_here,  # named as the spelt-as-one note names them
         )
         or None,
         "noise_floor": None

@@ -236,14 +236,25 @@ def _one_spelling(values: list[tuple[str, str, int]], column: str) -> list[tuple
     return kept
 
 
-def _one_campaign(values: list[tuple[str, str, int]], column: str) -> list[tuple[str, str, int]]:
+def _one_campaign(
+    values: list[tuple[str, str, int]], column: str, rows: Sequence[Row]
+) -> list[tuple[str, str, int]]:
     """``values`` (:func:`kexp.storage.operators.distinct`'s) of one campaign in kexp's
-    spelling as one, by it: (its spelling, the one most written, how many experiments)."""
+    spelling as one, by it: (its spelling, its name: the spelling most written among
+    ``rows``, as every read names it (:func:`usual_spelling`), how many experiments)."""
     groups: dict[str, list[tuple[str, str, int]]] = {}
     for item in values:
         groups.setdefault(canonical(column, item[0]), []).append(item)
+    written: dict[str, list[str]] = {}
+    for row in rows:
+        value = getattr(row, column).strip()
+        written.setdefault(canonical(column, value), []).append(value)
     return [
-        (key, max(found, key=lambda item: item[2])[1], sum(item[2] for item in found))
+        (
+            key,
+            usual_spelling(column, written.get(key, ())) or max(found, key=lambda item: item[2])[1],
+            sum(item[2] for item in found),
+        )
         for key, found in sorted(groups.items())
     ]
 
@@ -320,11 +331,14 @@ def several_matched(
     derivation: Derivation,
     settings: Any,
     short: Callable[[str], str],
+    rows: Sequence[Row] = (),
 ) -> list[dict[str, Any]]:
     """For each filter (name: (value asked, the values it matched,
-    :func:`kexp.storage.operators.matching`)) that matched several: a note naming them,
-    each with its own best among ``measured`` (as the packet's current best is chosen):
-    each is a campaign of its own, and the packet's best is the best of them all."""
+    :func:`kexp.storage.operators.matching`)) that matched several: a note naming them
+    (each by its spelling most written among ``rows``, as :func:`spelt_as_one` names
+    it), each with its own best among ``measured`` (as the packet's current best is
+    chosen): each is a campaign of its own, and the packet's best is the best of them
+    all."""
     notes = []
     for name, (value, found) in filters.items():
         column = _FIELDS[name]
@@ -332,7 +346,7 @@ def several_matched(
             continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         said: list[str] = []
         matched: list[dict[str, Any]] = []
-        for key, shown, count in _one_campaign(found, column):
+        for key, shown, count in _one_campaign(found, column, rows):
             best, _ = believed_best(
                 [d for d in measured if canonical(column, getattr(d, column)) == key],
                 derivation=derivation,
