@@ -108,6 +108,7 @@ from kexp.format.suspect import suspect_reasons
 from kexp.storage.lineage import dead_end_ids
 from kexp.storage.operators import (
     COLUMNS,
+    folded,
     matched_as,
     matching,
     named_closest,
@@ -227,7 +228,9 @@ def _gather(
     candidates = [row for row in search.rows if part_of("operator_sig", operator, row.operator_sig)]
     operators = matching(candidates, "operator_sig", operator)
     named = {key for key, _, _ in operators}
-    everything_here = chronological(r for r in candidates if r.operator_sig.lower() in named)
+    everything_here = chronological(
+        r for r in candidates if folded("operator_sig", r.operator_sig) in named
+    )
     asked = {
         column: matching(everything_here, column, value)
         for column, value in (("dtype_sig", dtype), ("env", env))
@@ -246,7 +249,7 @@ def _gather(
 
     def is_here(row: Row) -> bool:
         return all(
-            any(getattr(row, column).lower() == key for key, _, _ in found)
+            any(folded(column, getattr(row, column)) == key for key, _, _ in found)
             for column, found in asked.items()
         )
 
@@ -433,7 +436,7 @@ def _gather(
         "no_match": NO_MATCH.format(
             operator=operator,
             n=len(search.rows),
-            m=len({row.operator_sig.lower() for row in search.rows}),
+            m=len({folded("operator_sig", row.operator_sig) for row in search.rows}),
         )
         if no_match
         else None,
@@ -454,6 +457,7 @@ def _gather(
             derivation,
             settings,
             short,
+            everything_here,  # named as the spelt-as-one note names them
         )
         or None,
         "noise_floor": None

@@ -13,7 +13,7 @@ from kexp.agents.entries import contains_wanted
 from kexp.agents.packet import SECTION_LIMITS, Entry, cut
 from kexp.core.advice import ASK_ONE_ENV, CORRECT_FIELD, NARROW_FILTER
 from kexp.core.outcome import UNMEASURED_OUTCOMES, time_key
-from kexp.core.spelling import canonical, usual_spelling
+from kexp.core.spelling import canonical, folded, usual_spelling
 from kexp.storage.operators import closest_operators, distinct, matching, part_of, spelled
 from kexp.storage.query import believed_best
 
@@ -236,14 +236,25 @@ def _one_spelling(values: list[tuple[str, str, int]], column: str) -> list[tuple
     return kept
 
 
-def _one_campaign(values: list[tuple[str, str, int]], column: str) -> list[tuple[str, str, int]]:
+def _one_campaign(
+    values: list[tuple[str, str, int]], column: str, rows: Sequence[Row]
+) -> list[tuple[str, str, int]]:
     """``values`` (:func:`kexp.storage.operators.distinct`'s) of one campaign in kexp's
-    spelling as one, by it: (its spelling, the one most written, how many experiments)."""
+    spelling as one, by it: (its spelling, its name: the spelling most written among
+    ``rows``, as every read names it (:func:`usual_spelling`), how many experiments)."""
     groups: dict[str, list[tuple[str, str, int]]] = {}
     for item in values:
         groups.setdefault(canonical(column, item[0]), []).append(item)
+    written: dict[str, list[str]] = {}
+    for row in rows:
+        value = getattr(row, column).strip()
+        written.setdefault(canonical(column, value), []).append(value)
     return [
-        (key, max(found, key=lambda item: item[2])[1], sum(item[2] for item in found))
+        (
+            key,
+            usual_spelling(column, written.get(key, ())) or max(found, key=lambda item: item[2])[1],
+            sum(item[2] for item in found),
+        )
         for key, found in sorted(groups.items())
     ]
 
@@ -269,21 +280,23 @@ def spelt_as_one(
         for mine, spellings in groups.items():
             if len(spellings) < 2:
                 continue
-            # The spelling most written (kexp's own, among as many) is the one to keep.
-            kept = min(spellings, key=lambda item: (-item[2], item[0] != mine, item[0]))
-            others = [item for item in spellings if item is not kept]
-            keys = {key for key, _, _ in others}
-            ids = sorted({row.id for row in rows if getattr(row, column).lower() in keys})
+            # The name every read shows it by (stats, tree, the report) is the one to keep.
+            of_mine = [row for row in rows if spelled(column, getattr(row, column)) == mine]
+            kept = usual_spelling(column, (getattr(row, column).strip() for row in of_mine))
+            kept_key = folded(column, kept)
+            ids = sorted(
+                {r.id for r in of_mine if folded(column, getattr(r, column).strip()) != kept_key}
+            )
             if not ids:
                 continue
             name = {"operator_sig": "operator", "dtype_sig": "dtype"}.get(column, column)
-            named = ", ".join(repr(shown) for _, shown, _ in others)
+            named = ", ".join(repr(s) for k, s, _ in spellings if folded(column, k) != kept_key)
             listed = ", ".join(short(exp_id) for exp_id in ids[:NAMED_IDS])
             more = f" and {len(ids) - NAMED_IDS} more" if len(ids) > NAMED_IDS else ""
             notes.append(
-                f"{name} {kept[1]!r} read as one with {named} (one {name} in kexp's "
+                f"{name} {kept!r} read as one with {named} (one {name} in kexp's "
                 "spelling: one campaign in every read); to write it one way (as grep and "
-                f"the files read it), write VALUE {kept[1]!r} on the {len(ids)} spelt "
+                f"the files read it), write VALUE {kept!r} on the {len(ids)} spelt "
                 f"otherwise ({listed}{more}): "
                 f"{CORRECT_FIELD.say(id=short(ids[0]), field=column)}"
             )
@@ -318,11 +331,14 @@ def several_matched(
     derivation: Derivation,
     settings: Any,
     short: Callable[[str], str],
+    rows: Sequence[Row] = (),
 ) -> list[dict[str, Any]]:
     """For each filter (name: (value asked, the values it matched,
-    :func:`kexp.storage.operators.matching`)) that matched several: a note naming them,
-    each with its own best among ``measured`` (as the packet's current best is chosen):
-    each is a campaign of its own, and the packet's best is the best of them all."""
+    :func:`kexp.storage.operators.matching`)) that matched several: a note naming them
+    (each by its spelling most written among ``rows``, as :func:`spelt_as_one` names
+    it), each with its own best among ``measured`` (as the packet's current best is
+    chosen): each is a campaign of its own, and the packet's best is the best of them
+    all."""
     notes = []
     for name, (value, found) in filters.items():
         column = _FIELDS[name]
@@ -330,7 +346,7 @@ def several_matched(
             continue  # one value (its spellings too: bf16 and bfloat16 are one dtype)
         said: list[str] = []
         matched: list[dict[str, Any]] = []
-        for key, shown, count in _one_campaign(found, column):
+        for key, shown, count in _one_campaign(found, column, rows):
             best, _ = believed_best(
                 [d for d in measured if canonical(column, getattr(d, column)) == key],
                 derivation=derivation,

@@ -1,11 +1,13 @@
 """One campaign, one key, whatever its spelling: kexp's spelling of an ``operator_sig``,
 ``dtype_sig`` or ``env`` (:func:`spelled`: ``torch.bfloat16`` is ``bf16``,
-``path.py:function`` is ``path.py: function``, ``MI300X ROCm-6.2`` is ``MI300X ROCm
+``path.py: function`` is ``path.py:function``, ``MI300X ROCm-6.2`` is ``MI300X ROCm
 6.2``), the key every grouping of a campaign (operator × dtype × env) takes
 (:func:`campaign_key`: stats, tree, lessons, the controls of an env, a record's
-campaign), and the name it is shown by (:func:`usual_spelling`). The filters read a
-value by the same table (:func:`kexp.storage.operators.part_of`), so two spellings one
-filter reads as one are one campaign."""
+campaign), and the name it is shown by (:func:`campaign_names`: one per value, chosen
+once over all a read shows, :func:`usual_spelling`). An operator keeps its case
+(``k.py:Gemm`` and ``k.py:gemm`` are two kernels); a dtype and an env do not. The
+filters read a value by the same table in any case, as a query
+(:func:`kexp.storage.operators.part_of`), and say when they read two campaigns."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ __all__ = [
     "campaign_key",
     "campaign_names",
     "canonical",
+    "folded",
     "spelled",
     "usual_spelling",
 ]
@@ -72,10 +75,12 @@ _AROUND = re.compile(r" ?(,|:|/|->) ?")
 
 @functools.lru_cache(maxsize=65536)  # every row's values: they repeat
 def spelled(column: str, value: str) -> str:
-    """``value`` of ``column`` in kexp's spelling, lowercased, runs of whitespace one
-    space and none around ``,`` ``:`` ``/`` ``->`` (``kernels/a.py:f`` is
-    ``kernels/a.py: f``); a dtype's usual names its short one (:data:`DTYPE_SPELLINGS`:
-    ``torch.bfloat16`` is ``bf16``); in an env, a ``-`` or ``_`` between two letters or
+    """``value`` of ``column`` in kexp's spelling: runs of whitespace one space and none
+    around ``,`` ``:`` ``/`` ``->`` (``kernels/a.py: f`` is ``kernels/a.py:f``); an
+    operator in its own case (file and function names are case-sensitive: ``k.py:Gemm``
+    is not ``k.py:gemm``), a dtype and an env lowercased (:func:`folded`); a dtype's
+    usual names its short one (:data:`DTYPE_SPELLINGS`: ``torch.bfloat16`` is
+    ``bf16``); in an env, a ``-`` or ``_`` between two letters or
     digits a space (never one that ends a word: ``xnack-`` stays) and a vendor's name
     before a GPU's left out (``NVIDIA H100-SXM5`` is ``H100 SXM5``), and a GPU as a tool
     prints it named by its model (:func:`kexp.core.gpunames.in_model_words`: nvidia-smi's
@@ -85,9 +90,15 @@ def spelled(column: str, value: str) -> str:
     elif column == "dtype_sig":
         text = DTYPE_PATTERN.sub(lambda found: DTYPE_NAMES[found.group(1)], value.lower())
     else:
-        text = value.lower()
+        text = folded(column, value)
     text = _AROUND.sub(r"\1", _SPACES.sub(" ", text).strip())
     return _VENDOR.sub(r"\1", text) if column == "env" else text
+
+
+def folded(column: str, value: str) -> str:
+    """``value`` of ``column`` in the case kexp tells values apart by: an operator's as
+    written (``K.py`` and ``k.py`` are two files), a dtype's or env's lowercased."""
+    return value if column == "operator_sig" else value.lower()
 
 
 def canonical(column: str, value: object) -> str:
@@ -134,22 +145,26 @@ def usual_spelling(column: str, spellings: Iterable[str]) -> str:
         return ""
     return min(
         counts,
-        key=lambda s: (-counts[s], s.lower() != canonical(column, s), s),
+        key=lambda s: (-counts[s], folded(column, s) != canonical(column, s), s),
     )
 
 
 def campaign_names(records: Iterable[Any]) -> dict[tuple[str, str, str], tuple[str, str, str]]:
     """Each campaign of ``records`` (:func:`campaign_key`) -> the name it is shown by:
-    each column's spelling most written among its records (:func:`usual_spelling`)."""
-    spellings: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    each column's spelling most written (:func:`usual_spelling`) among all ``records``
+    of that column's key, not of the campaign alone: an operator spelt ``k.py:f`` twice
+    on one env and ``k.py: f`` once on another is ``k.py:f`` on both, one name in every
+    place a read shows it (its page, its cells, its rows)."""
+    keys: set[tuple[str, str, str]] = set()
+    spellings: tuple[dict[str, list[str]], ...] = ({}, {}, {})
     for record in records:
-        operator, dtype, env = (str(getattr(record, c, "") or "").strip() for c in CAMPAIGN_COLUMNS)
-        spellings.setdefault(campaign_key(record), []).append((operator, dtype, env))
-    names: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-    for key, found in spellings.items():
-        operator, dtype, env = (
-            usual_spelling(column, (spelt[at] for spelt in found))
-            for at, column in enumerate(CAMPAIGN_COLUMNS)
-        )
-        names[key] = (operator, dtype, env)
-    return names
+        key = campaign_key(record)
+        keys.add(key)
+        for at, column in enumerate(CAMPAIGN_COLUMNS):
+            value = str(getattr(record, column, "") or "").strip()
+            spellings[at].setdefault(key[at], []).append(value)
+    shown = [
+        {part: usual_spelling(column, found) for part, found in spellings[at].items()}
+        for at, column in enumerate(CAMPAIGN_COLUMNS)
+    ]
+    return {key: (shown[0][key[0]], shown[1][key[1]], shown[2][key[2]]) for key in keys}

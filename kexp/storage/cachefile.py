@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 #: 11: descriptions without their bold labels (``**Key insight**:``). 12: an answer kept
 #: holds what is derived with an env's A/A controls keyed in kexp's spelling
 #: (kexp.core.spelling.campaign_key: a control on ROCm-6.2 judges the steps on ROCm 6.2;
-#: nvidia-smi's name of a GPU is its model's).
-LAYOUT = "kexp-cache/12"
+#: nvidia-smi's name of a GPU is its model's). 13: campaign keys keep an operator's case
+#: (kexp.core.spelling.spelled: k.py:Gemm and k.py:gemm are two kernels).
+LAYOUT = "kexp-cache/13"
 
 #: The FTS table's tokenizer: what a word is, and the term (its Porter stem) it is kept
 #: as (:func:`kexp.storage.cache.index_terms` asks it of a query's words).

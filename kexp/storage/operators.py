@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kexp.core.spelling import DTYPE_SPELLINGS, spelled
+from kexp.core.spelling import DTYPE_SPELLINGS, folded, spelled
 
 if TYPE_CHECKING:
     from kexp.storage.rows import Row
@@ -29,6 +29,7 @@ __all__ = [
     "closest",
     "closest_operators",
     "distinct",
+    "folded",
     "matched_as",
     "matching",
     "named_closest",
@@ -67,7 +68,7 @@ def part_of(column: str, wanted: str, value: str) -> bool:
         return re.search(whole, spelled(column, value)) is not None
     if wanted.lower() in value.lower():
         return True
-    return bool(mine) and mine in spelled(column, value)
+    return bool(mine) and mine.lower() in spelled(column, value).lower()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -80,8 +81,10 @@ def names_dtypes(wanted: str) -> bool:
 
 
 def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
-    """(lowercased value, its most common spelling, how many experiments) of a text
-    column (``operator_sig``, ``dtype_sig``, ``env``) over ``rows``, most common first."""
+    """(value in the case kexp tells values apart by (:func:`folded`: an operator's own,
+    ``k.py:Gemm`` is not ``k.py:gemm``; a dtype's or env's lowercased), its most common
+    spelling, how many experiments) of a text column (``operator_sig``, ``dtype_sig``,
+    ``env``) over ``rows``, most common first."""
     counts: dict[str, int] = {}
     for row in rows:
         spelling = getattr(row, column)
@@ -89,7 +92,7 @@ def distinct(rows: Sequence[Row], column: str) -> list[tuple[str, str, int]]:
     totals: dict[str, int] = {}
     spellings: dict[str, tuple[int, str]] = {}
     for spelling, count in counts.items():
-        key = spelling.lower()
+        key = folded(column, spelling)
         totals[key] = totals.get(key, 0) + count
         best = spellings.get(key)
         if best is None or (-count, spelling) < (-best[0], best[1]):
@@ -117,7 +120,8 @@ def closest(rows: Sequence[Row], column: str, value: str) -> list[tuple[str, str
         key, _, count = known
         theirs = trigrams(key)
         shared = len(wanted & theirs) / len(wanted | theirs) if wanted | theirs else 0.0
-        return (-sum(len(w) for w in words if w in key), -round(shared, 9), -count, key)
+        lowered = key.lower()  # an operator's key keeps its case; closeness does not
+        return (-sum(len(w) for w in words if w in lowered), -round(shared, 9), -count, key)
 
     return sorted(distinct(rows, column), key=closeness)
 
@@ -158,7 +162,7 @@ def matching(rows: Sequence[Row], column: str, wanted: str) -> list[tuple[str, s
 
 
 def read_alone(rows: Sequence[Row], column: str, wanted: str) -> tuple[set[str], str | None]:
-    """The values of ``column`` (lowercased) a filter ``wanted`` reads, as ``kexp
+    """The values of ``column`` (:func:`folded`) a filter ``wanted`` reads, as ``kexp
     context`` reads it (:func:`matching`: the one it names exactly, alone, else every
     one it is a part of), and a line naming those it is a part of but did not read
     (None when it read them all)."""

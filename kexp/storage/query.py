@@ -21,7 +21,7 @@ from kexp.core.model import OUTCOMES, STATUSES, KernelExperiment, outcome_of
 from kexp.core.outcome import CONTROL_TAG, PENDING_STATUSES, failed_run, time_key
 from kexp.core.settings import DEFAULT_SETTINGS, Settings
 from kexp.format.suspect import suspect_reasons
-from kexp.storage.operators import part_of, read_alone
+from kexp.storage.operators import folded, part_of, read_alone
 
 if TYPE_CHECKING:
     from kexp.core.campaign import Derivation
@@ -161,9 +161,11 @@ def build_filters(**kwargs: Any) -> Filters:
         for item in items:
             if isinstance(item, str):
                 _check_text(name, item)
-    for name in ("operator", "dtype", "env", "text"):
+    for name in ("dtype", "env", "text"):  # an operator's case tells two kernels apart
         if name in values:
             values[name] = str(values[name]).lower()
+    if "operator" in values:
+        values["operator"] = str(values["operator"])
     if "base_commit" in values:
         values["base_commit"] = str(values["base_commit"]).lower()
     if "status" in values:
@@ -455,8 +457,8 @@ def _read_as_consult(every: list[Any], chosen: list[_E], wanted: Filters) -> lis
         if note is None:
             continue
         warnings.warn(note, NoMatchWarning, stacklevel=4)
-        pool = [row for row in pool if getattr(row, column).lower() in keys]
-        chosen = [row for row in chosen if getattr(row, column).lower() in keys]
+        pool = [row for row in pool if folded(column, getattr(row, column)) in keys]
+        chosen = [row for row in chosen if folded(column, getattr(row, column)) in keys]
     return chosen
 
 

@@ -12,11 +12,11 @@ The Python twin of ``kexp stats`` is :func:`stats`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kexp.core.model import OUTCOMES, KernelExperiment
-from kexp.core.spelling import campaign_key, usual_spelling
+from kexp.core.spelling import campaign_key, campaign_names
 from kexp.format.suspect import suspect_reasons
 from kexp.storage.query import believed_best
 
@@ -98,11 +98,11 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
             bucket[outcome] += 1
             bucket["total"] += 1
         groups.setdefault(key, []).append(exp)
-    operators = _names(items, "operator_sig", lambda exp: campaign_key(exp)[0])
+    names = campaign_names(items)  # one name per operator, dtype and env, in every row
+    operators = {key[0]: name[0] for key, name in names.items()}
     best: list[Best] = []
     for key, members in groups.items():
-        operator = operators[key[0]]
-        dtype, env = (usual_spelling(c, (getattr(m, c).strip() for m in members)) for c in _REST)
+        operator, dtype, env = names[key]
         top, above = believed_best(members, settings=members[0].settings)
         if top is None and above:  # every step that improved is suspect: the best, said so
             top, above = above[0][0], above[1:]
@@ -138,21 +138,6 @@ def compute_stats(experiments: Iterable[KernelExperiment]) -> Stats:
         by_operator=dict(sorted((operators[key], counts) for key, counts in by_operator.items())),
         best=best,
     )
-
-
-#: The columns of a campaign named by its members alone (the operator by all of its).
-_REST = ("dtype_sig", "env")
-
-
-def _names(
-    items: Iterable[KernelExperiment], column: str, key: Callable[[KernelExperiment], str]
-) -> dict[str, str]:
-    """Each ``key`` of ``items`` -> the name it is shown by: the spelling of ``column``
-    most written among the items of that key (:func:`usual_spelling`)."""
-    spellings: dict[str, list[str]] = {}
-    for exp in items:
-        spellings.setdefault(key(exp), []).append(getattr(exp, column).strip())
-    return {name: usual_spelling(column, found) for name, found in spellings.items()}
 
 
 def stats(store: Store, **filters: Any) -> Stats:

@@ -48,7 +48,7 @@ def experiment_page_context(site: Site, exp: KernelExperiment) -> str:
             brief(parent) if parent is not None else None,
             [brief(kid) for kid in site.children.get(exp.id, [])],
             [other in site.by_id for other in exp.combines],
-            exp.operator_sig in site.slugs,
+            site.operator_of(exp),
             site.found_on(exp),
             [site.found_on(site.by_id[i]) for i in exp.combines if i in site.by_id],
         )
@@ -156,9 +156,7 @@ def experiment_section(site: Site, exp: KernelExperiment) -> str:
     for heading, value in exp.extra_sections:
         parts.append(f'<h2>{one_line(heading)}</h2><div class="prose">{prose(value)}</div>')
     crumbs = [
-        site.operator_link(exp.operator_sig, root, None)
-        if exp.operator_sig in site.slugs
-        else one_line(exp.operator_sig or "(none)"),
+        site.operator_link(site.operator_of(exp), root, None),
         text(exp.id),
     ]
     return (

@@ -25,7 +25,7 @@ from kexp.agents.lessons import LESSON_GROUPS, speedup_over_parent
 from kexp.core.ids import SHOWN_LENGTH
 from kexp.core.model import OUTCOMES, KernelExperiment
 from kexp.core.outcome import NOTHING_MEASURED
-from kexp.core.spelling import campaign_key, campaign_names, canonical, usual_spelling
+from kexp.core.spelling import campaign_key, campaign_names
 from kexp.format.samples import describe_score
 from kexp.output.html import svg
 from kexp.output.html.markup import (
@@ -158,24 +158,27 @@ class Site:
     reads_refs: bool = False
     by_id: dict[str, KernelExperiment] = dataclasses.field(init=False)
     children: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
+    #: Each campaign -> its name (:func:`campaign_names`, chosen once over the report's
+    #: experiments): every page, cell and link names an operator by it.
+    names: dict[tuple[str, str, str], tuple[str, str, str]] = dataclasses.field(init=False)
     operators: dict[str, list[KernelExperiment]] = dataclasses.field(init=False)
     slugs: dict[str, str] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.by_id = {exp.id: exp for exp in self.experiments}
         self.children = {}
-        by_key: dict[str, list[KernelExperiment]] = {}  # one operator, any spelling
+        self.names = campaign_names(self.experiments)
+        by_name: dict[str, list[KernelExperiment]] = {}  # one operator, any spelling
         for exp in self.experiments:
             if exp.pid and exp.pid in self.by_id and exp.pid != exp.id:
                 self.children.setdefault(exp.pid, []).append(exp)
-            by_key.setdefault(canonical("operator_sig", exp.operator_sig), []).append(exp)
-        self.operators = dict(
-            sorted(
-                (usual_spelling("operator_sig", (e.operator_sig.strip() for e in found)), found)
-                for found in by_key.values()
-            )
-        )
+            by_name.setdefault(self.operator_of(exp), []).append(exp)
+        self.operators = dict(sorted(by_name.items()))
         self.slugs = {op: operator_slug(op) for op in self.operators}
+
+    def operator_of(self, exp: KernelExperiment) -> str:
+        """The name the report shows ``exp``'s operator by (its page's, in any spelling)."""
+        return self.names[campaign_key(exp)][0]
 
     def experiment_link(self, exp_id: str, root: str, label: str | None = None) -> str:
         """A link to an experiment's page (plain text when it is not in the report),
@@ -262,13 +265,15 @@ class CellSummary:
         return outcome_counts(self.experiments)
 
 
-def cells_of(experiments: Iterable[KernelExperiment]) -> list[CellSummary]:
+def cells_of(
+    experiments: Iterable[KernelExperiment], names: dict[tuple[str, str, str], tuple[str, str, str]]
+) -> list[CellSummary]:
     """The experiments grouped by operator × dtype × env (one campaign, any spelling:
-    :func:`campaign_key`), each named by its spelling most written, sorted by name."""
+    :func:`campaign_key`), each named as ``names`` (:attr:`Site.names`) says, sorted by
+    name."""
     groups: dict[tuple[str, str, str], list[KernelExperiment]] = {}
     for exp in experiments:
         groups.setdefault(campaign_key(exp), []).append(exp)
-    names = campaign_names(exp for members in groups.values() for exp in members)
     return sorted(
         (CellSummary(*names[key], members) for key, members in groups.items()),
         key=lambda cell: (cell.operator, cell.dtype, cell.env),
@@ -362,7 +367,7 @@ def overview_page(site: Site) -> str:
     """``index.html``: counts by outcome, operators, the frontier, cells never improved."""
     root = ""
     counts = outcome_counts(site.experiments)
-    cells = cells_of(site.experiments)
+    cells = cells_of(site.experiments, site.names)
     total = len(site.experiments)
     parts = [
         "<h1>kexp report</h1>",
@@ -587,8 +592,8 @@ def operator_pages(site: Site, operator: str) -> list[tuple[str, str]]:
     root = "../"
     members = site.operators[operator]
     counts = outcome_counts(members)
-    cells = cells_of(members)
-    names = campaign_names(members)
+    cells = cells_of(members, site.names)
+    names = site.names
     # A best is one campaign's (operator × dtype × env), as the frontier keeps it.
     bests = [best for cell in cells if (best := cell.best) is not None]
     forest = build_forest(members)
