@@ -13,17 +13,7 @@ import re
 from pathlib import Path
 
 from conftest import run_kexp
-
-
-def add(root: Path, operator: str, env: str, summary: str, score: float) -> str:
-    """Record a root step measured against the reference; its id."""
-    done = run_kexp(
-        "add", "--json", "--summary", summary, "--score", str(score),
-        "--operator", operator, "--dtype", "fp16", "--env", env,
-        "--measured-against", "reference", cwd=root,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["id"])
+from test_spellings_case import add
 
 
 def links(html: str) -> list[str]:
@@ -34,9 +24,9 @@ def links(html: str) -> list[str]:
 def test_report_of_an_operator_spelt_one_way_on_one_env_and_another_on_another(
     repo: Path,
 ) -> None:
-    add(repo, "k.py:f", "A", "a - +10%", 1.1)
-    add(repo, "k.py:f", "A", "b - +20%", 1.2)
-    minority = add(repo, "k.py: f", "B", "c - +20%", 1.2)
+    add(repo, "k.py:f", "a - +10%", 1.1, env="A")
+    add(repo, "k.py:f", "b - +20%", 1.2, env="A")
+    minority = add(repo, "k.py: f", "c - +20%", 1.2, env="B")
     done = run_kexp("report", "--output", str(repo / "site"), cwd=repo, process=True)
     assert done.returncode == 0, done.stderr
     site = repo / "site"
@@ -58,9 +48,9 @@ def test_report_of_an_operator_spelt_one_way_on_one_env_and_another_on_another(
 
 def test_stats_names_one_env_one_way_in_every_campaign(repo: Path) -> None:
     # The env spelt "ROCm-6.2" on one kernel's only step, "ROCm 6.2" twice on another's.
-    add(repo, "x.py:f", "MI300X ROCm-6.2", "x - +10%", 1.1)
-    add(repo, "y.py:g", "MI300X ROCm 6.2", "y - +10%", 1.1)
-    add(repo, "y.py:g", "MI300X ROCm 6.2", "z - +20%", 1.2)
+    add(repo, "x.py:f", "x - +10%", 1.1, env="MI300X ROCm-6.2")
+    add(repo, "y.py:g", "y - +10%", 1.1, env="MI300X ROCm 6.2")
+    add(repo, "y.py:g", "z - +20%", 1.2, env="MI300X ROCm 6.2")
     stats = json.loads(run_kexp("stats", "--json", cwd=repo).stdout)
     assert {best["env"] for best in stats["best"]} == {"MI300X ROCm 6.2"}, stats["best"]
 

@@ -17,14 +17,14 @@ from test_sync import clone, make_remote
 OPERATOR = "csrc/k.cu: k"
 
 
-def _add(root: Path, *args: str) -> str:
+def recorded(root: Path, *args: str) -> str:
     """``kexp add`` in ``root``: the id of the experiment recorded."""
     done = run_kexp("add", "--json", "--description", "x", *args, cwd=root)
     assert done.returncode == 0, done.stderr
     return str(json.loads(done.stdout)["id"])
 
 
-def _person(remote: Path, folder: Path) -> Path:
+def person(remote: Path, folder: Path) -> Path:
     """A clone of ``remote`` whose git identity is the folder's name (``alice``)."""
     clone(remote, folder)
     git(folder, "config", "user.name", folder.name)
@@ -56,8 +56,8 @@ def test_a_score_edited_by_hand_in_anothers_experiment_is_flagged_with_whose_it_
     experiment it is and that no reason was given. Following the advice (the file put
     back, ``kexp update --reason``) leaves nothing to warn of."""
     remote, _ = make_remote(tmp_path)
-    alice = _person(remote, tmp_path / "alice")
-    exp_id = _add(
+    alice = person(remote, tmp_path / "alice")
+    exp_id = recorded(
         alice,
         *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
         *("--dtype", "bf16", "--env", "H100"),
@@ -66,7 +66,7 @@ def test_a_score_edited_by_hand_in_anothers_experiment_is_flagged_with_whose_it_
     git(alice, "commit", "-q", "-m", "alice: swizzle")
     git(alice, "push", "-q", "origin", "main")
 
-    bob = _person(remote, tmp_path / "bob")
+    bob = person(remote, tmp_path / "bob")
     git(bob, "checkout", "-q", "-b", "kexp/bob")
     path = _file(bob, exp_id)
     path.write_text(path.read_text().replace("score: 1.08\n", "score: 1.18\n"))
@@ -111,14 +111,14 @@ def test_a_pull_request_removing_a_parent_says_it_removed_it_not_to_fix_the_chil
     to rewrite A3's pid; the removal counts as a file checked. Putting it back as said
     passes the check."""
     remote, _ = make_remote(tmp_path)
-    lead = _person(remote, tmp_path / "lead")
-    first = _add(
+    lead = person(remote, tmp_path / "lead")
+    first = recorded(
         lead,
         *("--summary", "Tiling - +12%", "--score", "1.12", "--operator", OPERATOR),
         *("--dtype", "bf16", "--env", "H100"),
     )
-    parent = _add(lead, "--summary", "Swizzle - +8%", "--score", "1.08", "--pid", first)
-    child = _add(lead, "--summary", "TMA - +6%", "--score", "1.06", "--pid", parent)
+    parent = recorded(lead, "--summary", "Swizzle - +8%", "--score", "1.08", "--pid", first)
+    child = recorded(lead, "--summary", "TMA - +6%", "--score", "1.06", "--pid", parent)
     git(lead, "add", "-A")
     git(lead, "commit", "-q", "-m", "three steps")
     git(lead, "push", "-q", "origin", "main")
@@ -154,8 +154,8 @@ def test_a_copy_a_pull_request_adds_is_the_file_advised_a_new_id_and_reads_warn(
     the tree holding both warn once, on one line, that the id is held by two files and
     what to do."""
     remote, _ = make_remote(tmp_path)
-    lead = _person(remote, tmp_path / "lead")
-    exp_id = _add(
+    lead = person(remote, tmp_path / "lead")
+    exp_id = recorded(
         lead,
         *("--summary", "Fused residual - +4%", "--score", "1.04", "--operator", OPERATOR),
         *("--dtype", "fp16", "--env", "H100"),
@@ -207,8 +207,8 @@ def test_a_score_edited_in_a_file_the_change_also_moved_is_put_back_where_it_was
     files). Followed, with the correction made by kexp, it leaves one file and nothing
     to warn of."""
     remote, _ = make_remote(tmp_path)
-    alice = _person(remote, tmp_path / "alice")
-    exp_id = _add(
+    alice = person(remote, tmp_path / "alice")
+    exp_id = recorded(
         alice,
         *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
         *("--dtype", "bf16", "--env", "H100"),
@@ -217,7 +217,7 @@ def test_a_score_edited_in_a_file_the_change_also_moved_is_put_back_where_it_was
     git(alice, "commit", "-q", "-m", "alice: swizzle")
     git(alice, "push", "-q", "origin", "main")
 
-    bob = _person(remote, tmp_path / "bob")
+    bob = person(remote, tmp_path / "bob")
     git(bob, "checkout", "-q", "-b", "kexp/bob")
     path = _file(bob, exp_id)
     (bob / "experiments" / "gemm").mkdir()
@@ -254,8 +254,8 @@ def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_
     numbers), nor does ``kexp update``'s refusal; their advice keeps one file, and
     followed, no duplicate is left."""
     remote, _ = make_remote(tmp_path)
-    alice = _person(remote, tmp_path / "alice")
-    exp_id = _add(
+    alice = person(remote, tmp_path / "alice")
+    exp_id = recorded(
         alice,
         *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
         *("--dtype", "bf16", "--env", "H100"),
@@ -264,7 +264,7 @@ def test_one_experiment_moved_and_put_back_beside_the_move_is_not_advised_a_new_
     git(alice, "commit", "-q", "-m", "alice: swizzle")
     git(alice, "push", "-q", "origin", "main")
 
-    bob = _person(remote, tmp_path / "bob")
+    bob = person(remote, tmp_path / "bob")
     git(bob, "checkout", "-q", "-b", "kexp/bob")
     path = _file(bob, exp_id)
     (bob / "experiments" / "gemm").mkdir()
@@ -298,8 +298,8 @@ def test_an_experiment_removed_then_brought_back_with_another_score_is_a_correct
     shows the re-add's change against the version removed, and the advice (the removed
     version put back, the correction made with its reason) settles it."""
     remote, _ = make_remote(tmp_path)
-    alice = _person(remote, tmp_path / "alice")
-    exp_id = _add(
+    alice = person(remote, tmp_path / "alice")
+    exp_id = recorded(
         alice,
         *("--summary", "Block swizzle - +8%", "--score", "1.08", "--operator", OPERATOR),
         *("--dtype", "bf16", "--env", "H100"),
@@ -313,7 +313,7 @@ def test_an_experiment_removed_then_brought_back_with_another_score_is_a_correct
     git(alice, "commit", "-q", "-m", "alice: drop swizzle")
     git(alice, "push", "-q", "origin", "main")
 
-    bob = _person(remote, tmp_path / "bob")
+    bob = person(remote, tmp_path / "bob")
     git(bob, "checkout", "-q", "-b", "kexp/bob")
     path = bob / relative
     path.parent.mkdir(parents=True, exist_ok=True)

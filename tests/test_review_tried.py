@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from conftest import git, init_repo, run_kexp
-from test_sync import clone, make_remote
+from test_review_reasons import person, recorded
+from test_sync import make_remote
 
 OPERATOR = "kernels/softmax.py: softmax_kernel"
 UNROLL = (
@@ -19,19 +20,6 @@ UNROLL = (
     "@@ -1 +1,2 @@\n # softmax\n+unroll_rows = 4\n"
 )
 CAMPAIGN = ("--operator", OPERATOR, "--dtype", "fp16", "--env", "MI300X")
-
-
-def _add(root: Path, *args: str) -> str:
-    """``kexp add`` in ``root``: the id of the experiment recorded."""
-    done = run_kexp("add", "--json", "--description", "**Key insight**: x", *args, cwd=root)
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["id"])
-
-
-def _person(remote: Path, folder: Path) -> Path:
-    clone(remote, folder)
-    git(folder, "config", "user.name", folder.name)
-    return folder
 
 
 def _push(root: Path, branch: str, message: str) -> None:
@@ -48,20 +36,20 @@ def test_a_pull_request_repeating_a_retired_step_is_told_so_not_only_a_new_best(
     tells the reviewer too: the headline's new best and the added experiment's row say it
     was tried before in U, U's outcome and why U was retired."""
     remote, _ = make_remote(tmp_path)
-    lead = _person(remote, tmp_path / "lead")
+    lead = person(remote, tmp_path / "lead")
     diff = tmp_path / "unroll.diff"
     diff.write_text(UNROLL)
-    base = _add(lead, "--summary", "Online softmax - +15%", "--score", "1.15",
+    base = recorded(lead, "--summary", "Online softmax - +15%", "--score", "1.15",
                 "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
-    retired = _add(lead, "--summary", "Unroll rows by 4 - +5%", "--score", "1.05",
+    retired = recorded(lead, "--summary", "Unroll rows by 4 - +5%", "--score", "1.05",
                    "--pid", base, "--diff-file", str(diff))  # fmt: skip
     reason = "wrong results when rows are not a multiple of 4"
     done = run_kexp("update", retired, "--set", "status=failed", "--reason", reason, cwd=lead)
     assert done.returncode == 0, done.stderr
     _push(lead, "main", "softmax history")
 
-    alice = _person(remote, tmp_path / "alice")
-    again = _add(alice, "--summary", "Unroll softmax rows x4 - +4%", "--score", "1.04",
+    alice = person(remote, tmp_path / "alice")
+    again = recorded(alice, "--summary", "Unroll softmax rows x4 - +4%", "--score", "1.04",
                  "--pid", base, "--diff-file", str(diff))  # fmt: skip
     _push(alice, "kexp/alice", "x4")
     git(lead, "fetch", "-q")
@@ -90,11 +78,11 @@ def test_the_review_of_a_revert_says_the_score_is_put_back_not_to_ask_for_a_reas
     its value before alice's correction, naming that commit, instead of asking E's
     author for a reason the revert's commit gives."""
     remote, _ = make_remote(tmp_path)
-    lead = _person(remote, tmp_path / "lead")
-    exp = _add(lead, "--summary", "Tiles 128 - +10%", "--score", "1.10",
+    lead = person(remote, tmp_path / "lead")
+    exp = recorded(lead, "--summary", "Tiles 128 - +10%", "--score", "1.10",
                "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
     _push(lead, "main", "E")
-    alice = _person(remote, tmp_path / "alice")
+    alice = person(remote, tmp_path / "alice")
     done = run_kexp("update", exp, "--set", "score=1.07", "--reason", "remeasured", cwd=alice)
     assert done.returncode == 0, done.stderr
     _push(alice, "kexp/alice", "correct E")
@@ -124,18 +112,18 @@ def test_a_kept_branch_after_a_squash_merge_is_not_blamed_for_the_bases_correcti
     holds the version before main's correction: the note says so), nobody is asked for
     a reason, and F's cumulative is over main's E (1.05 × 1.03)."""
     remote, _ = make_remote(tmp_path)
-    alice = _person(remote, tmp_path / "alice")
+    alice = person(remote, tmp_path / "alice")
     git(alice, "checkout", "-q", "-b", "kexp/alice")
-    first = _add(alice, "--summary", "Tiles 128 - +10%", "--score", "1.10",
+    first = recorded(alice, "--summary", "Tiles 128 - +10%", "--score", "1.10",
                  "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
     _push(alice, "kexp/alice", "E")
-    lead = _person(remote, tmp_path / "lead")
+    lead = person(remote, tmp_path / "lead")
     git(lead, "fetch", "-q")
     git(lead, "merge", "-q", "--squash", "origin/kexp/alice")
     done = run_kexp("update", first, "--set", "score=1.05", "--reason", "quiet box", cwd=lead)
     assert done.returncode == 0, done.stderr
     _push(lead, "main", "PR 1 (squashed, corrected)")
-    second = _add(alice, "--summary", "Stages 4 - +3%", "--score", "1.03", "--pid", first)
+    second = recorded(alice, "--summary", "Stages 4 - +3%", "--score", "1.03", "--pid", first)
     _push(alice, "kexp/alice", "F")
     git(lead, "fetch", "-q")
 
@@ -162,7 +150,7 @@ def test_the_first_experiments_of_a_store_the_base_lacks_are_reviewed(tmp_path: 
     assert run_kexp("init", ".", cwd=repo).returncode == 0
     diff = tmp_path / "unroll.diff"
     diff.write_text(UNROLL)
-    first = _add(repo, "--summary", "Unroll rows by 4 - +5%", "--score", "1.05",
+    first = recorded(repo, "--summary", "Unroll rows by 4 - +5%", "--score", "1.05",
                  "--measured-against", "reference", "--diff-file", str(diff),
                  *CAMPAIGN)  # fmt: skip
     git(repo, "add", "-A")
@@ -178,16 +166,16 @@ def test_a_repeat_of_a_regression_is_called_out_though_no_new_best(tmp_path: Pat
     same change again, with a regression too, on the same parent: the headline says it
     was tried before, with the earlier outcome, and the row says so."""
     remote, _ = make_remote(tmp_path)
-    lead = _person(remote, tmp_path / "lead")
+    lead = person(remote, tmp_path / "lead")
     diff = tmp_path / "unroll.diff"
     diff.write_text(UNROLL)
-    base = _add(lead, "--summary", "Online softmax - +15%", "--score", "1.15",
+    base = recorded(lead, "--summary", "Online softmax - +15%", "--score", "1.15",
                 "--measured-against", "reference", *CAMPAIGN)  # fmt: skip
-    slower = _add(lead, "--summary", "Unroll rows by 4 - -5%", "--score", "0.95",
+    slower = recorded(lead, "--summary", "Unroll rows by 4 - -5%", "--score", "0.95",
                   "--pid", base, "--diff-file", str(diff))  # fmt: skip
     _push(lead, "main", "softmax history")
-    bob = _person(remote, tmp_path / "bob")
-    again = _add(bob, "--summary", "Unroll by 4 again - -4%", "--score", "0.96",
+    bob = person(remote, tmp_path / "bob")
+    again = recorded(bob, "--summary", "Unroll by 4 again - -4%", "--score", "0.96",
                  "--pid", base, "--diff-file", str(diff))  # fmt: skip
     _push(bob, "kexp/bob", "again")
     git(lead, "fetch", "-q")
