@@ -3,7 +3,8 @@ calls an H100 SXM5 80GB ``NVIDIA H100 80GB HBM3``, so an env copied from it (or
 detected) names another machine, to a reader and to a filter, than the team's
 ``H100 SXM5 80GB, CUDA 12.4``. :func:`model_name` gives a tool's name in the model's
 words (``kexp env`` describes the GPU so), :func:`in_model_words` an env's every GPU so
-(``kexp add`` compares envs in them). Only names whose words differ from the model's
+(``kexp add`` compares envs in them); :func:`names_gpu` whether an env names a GPU or
+its runtime at all (a timing's device). Only names whose words differ from the model's
 are listed: a vendor's name before a GPU's (``NVIDIA H100 PCIe``, ``AMD Instinct
 MI300X``) and a ``-`` between words (``NVIDIA A100-SXM4-80GB``) are kexp's spelling
 already (:func:`kexp.format.rules.folded_env`)."""
@@ -79,3 +80,23 @@ def in_model_words(env: str) -> str:
             space = name[: len(name) - len(name.lstrip())]
             parts[at] = f"{count.group(1) if count else ''}{space}{entry[0]}"
     return ",".join(parts)
+
+
+#: Words of an ``env`` that name a GPU or its runtime, whole words of any case: CUDA, ROCm,
+#: HIP and their libraries (a version glued on: ``rocm6.1``, a wheel's ``+cu121``), the
+#: vendors' and families' names, and the GPU models (``H100``, ``A10G``, ``L40S``,
+#: ``MI300X``, ``gfx90a``). A CPU's names (``EPYC 9654``, ``Xeon``, ``Cortex-A72``) are none.
+GPU_WORDS = re.compile(
+    r"(?<![a-z0-9])(?:"
+    r"(?:cuda|rocm|hip|cudnn|nccl|rccl|cu1\d\d|gpus?|nvidia|geforce|quadro|tesla|radeon"
+    r"|instinct|rtx|gtx)(?![a-z])"
+    r"|(?:a(?:2|10|16|30|40|100|800)|h(?:20|100|200|800)|b[123]00|g[bh][123]00|l(?:4|20|40)"
+    r"|v100|t4|p(?:4|40|100)|k80|mi\d{2,3}|gfx\d{2,4})[a-z]?(?![a-z0-9])"
+    r")",
+    re.IGNORECASE,
+)
+
+
+def names_gpu(env: object) -> bool:
+    """Whether ``env`` names a GPU or a GPU runtime (:data:`GPU_WORDS`)."""
+    return isinstance(env, str) and GPU_WORDS.search(env) is not None

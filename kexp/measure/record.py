@@ -40,7 +40,6 @@ experiment.
 from __future__ import annotations
 
 import dataclasses
-import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -62,6 +61,7 @@ from kexp.core.errors import (
     TimingsWarning,
     ValidationError,
 )
+from kexp.core.gpunames import names_gpu
 from kexp.core.model import PROTOCOL_KEYS, KernelExperiment, attach
 from kexp.core.outcome import (
     PENDING_STATUSES,
@@ -268,32 +268,12 @@ def with_timings(
     return data
 
 
-#: Words of an ``env`` that name a GPU or its runtime, whole words of any case: CUDA, ROCm,
-#: HIP and their libraries (a version glued on: ``rocm6.1``, a wheel's ``+cu121``), the
-#: vendors' and families' names, and the GPU models (``H100``, ``A10G``, ``L40S``,
-#: ``MI300X``, ``gfx90a``). A CPU's names (``EPYC 9654``, ``Xeon``, ``Cortex-A72``) are none.
-GPU_WORDS = re.compile(
-    r"(?<![a-z0-9])(?:"
-    r"(?:cuda|rocm|hip|cudnn|nccl|rccl|cu1\d\d|gpus?|nvidia|geforce|quadro|tesla|radeon"
-    r"|instinct|rtx|gtx)(?![a-z])"
-    r"|(?:a(?:2|10|16|30|40|100|800)|h(?:20|100|200|800)|b[123]00|g[bh][123]00|l(?:4|20|40)"
-    r"|v100|t4|p(?:4|40|100)|k80|mi\d{2,3}|gfx\d{2,4})[a-z]?(?![a-z0-9])"
-    r")",
-    re.IGNORECASE,
-)
-
-
-def names_gpu(env: object) -> bool:
-    """Whether ``env`` names a GPU or a GPU runtime (:data:`GPU_WORDS`)."""
-    return isinstance(env, str) and GPU_WORDS.search(env) is not None
-
-
 def wall_clock_device(env: object) -> str | None:
     """The ``protocol.device`` of timings a wall clock took, the record saying none:
-    ``gpu`` when its ``env`` names a GPU (:func:`names_gpu`: the GPU ran them, wherever
-    the record is made: an agent's controller, CI), else ``cpu`` on a machine without a
-    GPU (:func:`kexp.measure.envinfo.gpu_present`: it timed the CPU), else None (a machine
-    with a GPU may time either)."""
+    ``gpu`` when its ``env`` names a GPU (:func:`kexp.core.gpunames.names_gpu`: the GPU
+    ran them, wherever the record is made: an agent's controller, CI), else ``cpu`` on a
+    machine without a GPU (:func:`kexp.measure.envinfo.gpu_present`: it timed the CPU),
+    else None (a machine with a GPU may time either)."""
     if names_gpu(env):
         return "gpu"
     # lazy: not every command that imports this module needs kexp.measure.envinfo

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from kexp.core.advice import READ_ACROSS_REFS
 from kexp.core.errors import KexpError
+from kexp.format.fileformat import FileFormatError
+from kexp.format.reading import read_file
 from kexp.gitops import git as kgit
 from kexp.gitops.fetched import fetched_not_merged
 from kexp.storage.operators import part_of
@@ -76,15 +78,13 @@ def _not_held(
     """Of ``fetched`` (by branch, each repository path's blob), the files the working
     tree under ``top`` does not hold with that very content (git's blob hash of its
     bytes, as the listing keys them); a file too large to be read counts as not held."""
-    limit = settings.max_file_bytes
     held: set[str] = set()
     for path, blob in {p: b for paths in fetched.values() for p, b in paths.items()}.items():
-        try:
-            with (top / path).open("rb") as file:
-                data = file.read(limit + 1)
-        except OSError:  # not in the working tree (the common case), or unreadable
+        try:  # read as every experiment file is: bounded, no symbolic link followed
+            data = read_file(top / path, settings)
+        except (OSError, FileFormatError):  # not in the working tree (the common case)
             continue
-        if len(data) <= limit and content_key(data).hex() == blob:
+        if content_key(data).hex() == blob:
             held.add(path)
     return {
         ref: {path: blob for path, blob in paths.items() if path not in held}
